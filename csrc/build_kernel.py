@@ -1,0 +1,49 @@
+"""cffi builder for sits._kernel_ffi (API mode, compiled at install time).
+
+The C compiler sees the real UAPI and libdrm headers, so every struct
+layout and ioctl number is the system's own on this architecture.
+"""
+import os
+import re
+import shlex
+import subprocess
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
+
+
+def _read(name):
+    with open(os.path.join(HERE, name)) as f:
+        return f.read()
+
+
+def _pkg_config(*args):
+    try:
+        out = subprocess.run(["pkg-config", *args, "libdrm"], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("sits build: libdrm development files not found "
+                         "(Debian: apt-get install libdrm-dev pkg-config)")
+    return shlex.split(out)
+
+
+def ioctl_names():
+    """The SITS_* ioctl constants declared in sits_ioctls.h, in file order."""
+    return IOCTL_LINE.findall(_read("sits_ioctls.h"))
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(_read("kernel.cdef") + "".join(
+    f"static const unsigned long {name};\n" for name in ioctl_names()))
+ffibuilder.set_source(
+    "sits._kernel_ffi",
+    '#include "sits_kernel.h"',
+    include_dirs=[HERE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
+    libraries=["drm"],
+    extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(tmpdir=os.path.join(HERE, "..", "build"), verbose=True)

@@ -1,0 +1,41 @@
+/* The C side of sits' kernel binding (cffi API mode).
+ *
+ * Everything here comes from the system's kernel UAPI headers and libdrm, so
+ * struct layouts and ioctl numbers are whatever the compiler says they are on
+ * this architecture (x86_64, aarch64). Nothing is hand-encoded.
+ */
+#ifndef SITS_KERNEL_H
+#define SITS_KERNEL_H
+
+#include <sys/types.h>
+#include <sys/time.h>      /* struct timeval, used by linux/videodev2.h */
+#include <sys/ioctl.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include <linux/videodev2.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-heap.h>
+#include <linux/udmabuf.h>
+#include <linux/sync_file.h>
+#include <xf86drm.h>
+#include <xf86drmMode.h>
+#include <drm_fourcc.h>
+
+/* One entry point for every ioctl: a real function (not the variadic libc
+ * one), so cffi can call it with the GIL released and read errno after it. */
+static int sits_ioctl(int fd, unsigned long request, void *arg)
+{
+	return ioctl(fd, request, arg);
+}
+
+/* Names for unions the UAPI headers leave anonymous (see kernel.cdef). */
+typedef __typeof__(((struct v4l2_plane *)0)->m) sits_v4l2_plane_m;
+typedef __typeof__(((struct v4l2_buffer *)0)->m) sits_v4l2_buffer_m;
+typedef __typeof__(((struct v4l2_format *)0)->fmt) sits_v4l2_format_fmt;
+typedef __typeof__(((struct v4l2_streamparm *)0)->parm) sits_v4l2_streamparm_parm;
+
+#include "sits_ioctls.h"
+
+#endif

@@ -1,0 +1,10 @@
+"""sits: zero-copy V4L2 -> dma-buf -> DRM/KMS/CUDA chains, and eBPF latency
+observability, for Linux video appliances.
+
+Importing sits needs neither CUDA nor a device; each interface lives in its
+own subpackage (v4l2, drm, dmabuf, ebpf, cuda) and is imported on demand.
+"""
+from sits.errors import IoctlError, SitsError
+
+__version__ = "0.1.0"
+__all__ = ["IoctlError", "SitsError", "__version__"]

@@ -1,0 +1,3 @@
+"""eBPF: CO-RE programs (programs/*.bpf.c, compiled at build time) and a
+libbpf loader over cffi. Importing this does not load libbpf; the first
+BpfObject does."""

@@ -1,0 +1,33 @@
+"""tracefs: where tracepoints are listed and (through perf) attached.
+
+Minimal systems (containers, Firecracker guests) often boot with
+/sys/kernel/tracing empty; libbpf then fails tracepoint attaches with
+ENOENT. As root we mount it, as perf/bpftrace users expect to just work.
+"""
+import os
+import subprocess
+
+TRACEFS = "/sys/kernel/tracing"
+DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
+
+
+def tracefs_path() -> str | None:
+    for path in (TRACEFS, DEBUGFS_TRACING):
+        if os.path.exists(os.path.join(path, "events")):
+            return path
+    return None
+
+
+def ensure_tracefs() -> str | None:
+    """The tracefs mount point, mounting it at /sys/kernel/tracing if we can."""
+    path = tracefs_path()
+    if path is None and os.geteuid() == 0 and os.path.isdir(TRACEFS):
+        subprocess.run(["mount", "-t", "tracefs", "tracefs", TRACEFS],
+                       capture_output=True, check=False)
+        path = tracefs_path()
+    return path
+
+
+def has_tracepoint(category: str, name: str) -> bool:
+    path = ensure_tracefs()
+    return path is not None and os.path.isdir(os.path.join(path, "events", category, name))
