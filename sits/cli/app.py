@@ -1,0 +1,85 @@
+"""`sits` entry point: sub-commands and the one place errors become lines.
+
+Every sub-command raises (SitsError, OSError); `main()` turns that into one
+line on stderr and an exit code: 2 for usage errors, 1 for runtime errors,
+130 for an interrupt. No traceback reaches the user unless SITS_DEBUG=1.
+"""
+import os
+import sys
+
+import typer
+
+from sits.errors import SitsError
+
+app = typer.Typer(
+    name="sits",
+    help="Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    # Each sub-command lives in its own module next to this one.
+    from sits.cli import doctor
+    app.command("doctor")(doctor.doctor)
+    try:
+        from sits.cli import probe
+    except ImportError:
+        pass
+    else:
+        app.add_typer(probe.app, name="probe")
+    try:
+        from sits.cli import bench
+    except ImportError:
+        pass
+    else:
+        app.add_typer(bench.app, name="bench")
+    try:
+        from sits.cli import capture
+    except ImportError:
+        pass
+    else:
+        app.command("capture")(capture.capture)
+
+
+def fail(message: str, code: int = 1) -> "typer.Exit":
+    """Print one error line (stderr) and return the Exit to raise."""
+    print(f"sits: error: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+@app.callback()
+def _root() -> None:
+    """Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    try:
+        # standalone mode: click prints usage errors itself (exit 2) and
+        # raises SystemExit with the command's code.
+        app(args=argv, prog_name="sits")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except SitsError as exc:
+        print(f"sits: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        print(f"sits: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("sits: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place that stops tracebacks
+        if os.environ.get("SITS_DEBUG"):
+            raise
+        print(f"sits: internal error: {type(exc).__name__}: {exc} "
+              "(set SITS_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

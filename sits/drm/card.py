@@ -1,0 +1,57 @@
+"""Card: owns a /dev/dri/card* fd with the client caps sits relies on."""
+import glob
+import os
+
+from sits._kernel import lib
+from sits.drm import raw
+from sits.fd import FdOwner
+
+
+def card_paths() -> list[str]:
+    return sorted(glob.glob("/dev/dri/card[0-9]*"), key=lambda p: int(p.rsplit("card", 1)[1]))
+
+
+class Card(FdOwner):
+    """A DRM card opened for KMS.
+
+    On open it asks for universal planes, atomic and writeback connectors;
+    `atomic` and `writeback` say what the kernel granted.
+    """
+
+    __slots__ = ("path", "version", "atomic", "writeback")
+
+    def __init__(self, fd: int, path: str = "?"):
+        super().__init__(fd)
+        self.path = path
+        self.version = raw.get_version(fd)
+        raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_UNIVERSAL_PLANES)
+        self.atomic = raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_ATOMIC)
+        # Writeback needs atomic; the kernel refuses it otherwise.
+        self.writeback = self.atomic and raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_WRITEBACK_CONNECTORS)
+
+    @classmethod
+    def open(cls, path: str):
+        return super().open(path, os.O_RDWR, path=path)
+
+    @property
+    def driver(self) -> str:
+        return self.version.name
+
+    def resources(self) -> raw.Resources:
+        return raw.get_resources(self.fileno())
+
+    def connectors(self) -> list[raw.Connector]:
+        return [raw.get_connector(self.fileno(), c) for c in self.resources().connectors]
+
+    def planes(self) -> list[raw.Plane]:
+        return [raw.get_plane(self.fileno(), p) for p in raw.get_plane_ids(self.fileno())]
+
+    def properties(self, object_id: int, object_type: int) -> dict[str, raw.Property]:
+        return raw.get_properties(self.fileno(), object_id, object_type)
+
+    def plane_type(self, plane_id: int) -> str:
+        prop = self.properties(plane_id, lib.DRM_MODE_OBJECT_PLANE).get("type")
+        return prop.enum_name.lower() if prop and prop.enum_name else "unknown"
+
+    def cap(self, cap: int) -> int | None:
+        return raw.get_cap(self.fileno(), cap)

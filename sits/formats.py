@@ -1,0 +1,61 @@
+"""Pixel formats: fourcc codes and the V4L2 <-> DRM mapping.
+
+V4L2 and DRM both name formats by little-endian fourcc, but not always by the
+same fourcc for the same memory layout: V4L2's XBGR32 ('XR24') is byte order
+B,G,R,X, which DRM calls XRGB8888 (also 'XR24', as DRM names the packed
+32-bit word). The table below is the single place that knows this.
+"""
+from dataclasses import dataclass
+
+
+def fourcc(code: str) -> int:
+    if len(code) != 4:
+        raise ValueError(f"a fourcc has 4 characters, not {code!r}")
+    a, b, c, d = (ord(ch) for ch in code)
+    return a | (b << 8) | (c << 16) | (d << 24)
+
+
+def fourcc_str(value: int) -> str:
+    chars = "".join(chr((value >> (8 * i)) & 0xFF) for i in range(4))
+    if value & (1 << 31) and not chars[3].isprintable():  # DRM big-endian flag
+        chars = chars[:3] + "?"
+    return chars.rstrip("\0 ") or f"0x{value:08x}"
+
+
+@dataclass(frozen=True)
+class PixelFormat:
+    v4l2: str          # V4L2 fourcc
+    drm: str | None    # DRM fourcc of the same memory layout, if any
+    name: str          # what people call it
+    bpp: int           # bits per pixel of the first plane (packed formats)
+    planes: int = 1    # memory planes in one buffer (contiguous)
+    rgb: bool = True
+
+
+# Only formats whose layouts we have checked against both sides.
+FORMATS = [
+    PixelFormat("XR24", "XR24", "XRGB8888", 32),        # V4L2 XBGR32
+    PixelFormat("AR24", "AR24", "ARGB8888", 32),        # V4L2 ABGR32
+    PixelFormat("XB24", "XB24", "XBGR8888", 32),        # V4L2 RGBX32
+    PixelFormat("AB24", "AB24", "ABGR8888", 32),        # V4L2 RGBA32
+    PixelFormat("BX24", "BX24", "BGRX8888", 32),        # V4L2 XRGB32
+    PixelFormat("RGBP", "RG16", "RGB565", 16),
+    PixelFormat("BGR3", "RG24", "RGB888", 24),           # V4L2 BGR24 = bytes B,G,R
+    PixelFormat("RGB3", "BG24", "BGR888", 24),           # V4L2 RGB24 = bytes R,G,B
+    PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False),
+    PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False),
+    PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False),
+    PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False),
+]
+BY_V4L2 = {f.v4l2: f for f in FORMATS}
+BY_DRM = {f.drm: f for f in FORMATS if f.drm}
+
+
+def drm_for_v4l2(code: str) -> str | None:
+    f = BY_V4L2.get(code)
+    return f.drm if f else None
+
+
+def v4l2_for_drm(code: str) -> str | None:
+    f = BY_DRM.get(code)
+    return f.v4l2 if f else None
