@@ -1,0 +1,60 @@
+import glob
+import os
+
+import pytest
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def dmabuf_count() -> int:
+    """dma-bufs alive system-wide (debugfs bufinfo), or -1 without debugfs."""
+    path = "/sys/kernel/debug/dma_buf/bufinfo"
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return -1
+    for line in lines:
+        if line.startswith("Total") and "objects" in line:
+            return int(line.split()[1])
+    return -1
+
+
+@pytest.fixture
+def no_leaks():
+    """Asserts the test left no fd and no dma-buf behind."""
+    import gc
+    gc.collect()
+    fds, bufs = fd_count(), dmabuf_count()
+    yield
+    gc.collect()
+    assert fd_count() == fds, "file descriptors leaked"
+    assert dmabuf_count() == bufs, "dma-bufs leaked"
+
+
+def _need(path_glob: str):
+    if not glob.glob(path_glob):
+        pytest.skip(f"{path_glob} not present (is this the test VM?)")
+
+
+@pytest.fixture
+def vivid_path():
+    from sits.v4l2.device import VideoDevice, video_paths
+    for path in video_paths():
+        with VideoDevice.open(path) as dev:
+            if dev.cap.driver == "vivid" and dev.cap.is_capture:
+                return path
+    pytest.skip("no vivid capture device")
+
+
+@pytest.fixture
+def vkms_path():
+    _need("/dev/dri/card*")
+    from sits.drm.card import Card, card_paths
+    for path in card_paths():
+        with Card.open(path) as card:
+            if card.driver == "vkms":
+                return path
+    pytest.skip("no vkms card")

@@ -1,0 +1,147 @@
+"""Run the `vm` tier inside the test VM, once per session, and report each
+test's outcome in the host run.
+
+On the host, every `vm` item is replaced by a VmReplayItem: the first one to
+run boots the VM (tools/vm) with `pytest <all vm node ids>` inside, which
+writes one JSON record per test to a directory shared with the host. Each
+replay item then passes, fails (with the guest's report) or skips (with the
+guest's reason), so the tier counts in the host run's totals. Inside the VM
+(SITS_IN_VM=1) the tests run normally and `--sits-vm-results` records them.
+"""
+import json
+import os
+import shlex
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_VM = os.environ.get("SITS_IN_VM") == "1"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--sits-vm-results", default=None,
+                     help="(inside the VM) write per-test outcomes as JSON lines here")
+    parser.addoption("--no-vm", action="store_true",
+                     help="skip the vm tier instead of booting the test VM")
+
+
+# --------------------------------------------------------------- inside the VM
+class _Recorder:
+    def __init__(self, path):
+        self.path = path
+        self.outcomes = {}
+
+    def pytest_runtest_logreport(self, report):
+        rec = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "longrepr": ""})
+        if report.failed:
+            rec["outcome"] = "failed"
+            rec["longrepr"] += f"[{report.when}] {report.longreprtext}\n"
+        elif report.skipped and rec["outcome"] == "passed":
+            rec["outcome"] = "skipped"
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            rec["longrepr"] = reason.removeprefix("Skipped: ")
+        if report.when == "teardown":
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"nodeid": report.nodeid, **rec}) + "\n")
+
+
+def pytest_configure(config):
+    path = config.getoption("--sits-vm-results")
+    if IN_VM and path:
+        config.pluginmanager.register(_Recorder(path), "sits-vm-recorder")
+
+
+# ------------------------------------------------------------------ on the host
+class _VmSession:
+    """Boots the VM once, lazily, for all vm items of this host session."""
+
+    def __init__(self, config, nodeids):
+        self.config = config
+        self.nodeids = nodeids
+        self.results = None
+        self.error = None
+
+    def run(self):
+        if self.results is not None or self.error is not None:
+            return
+        sys.path.insert(0, os.path.join(ROOT, "tools", "vm"))
+        try:
+            import sitsvm
+        finally:
+            sys.path.pop(0)
+        reason = sitsvm.not_ready_reason()
+        if reason:
+            self.error = ("skip", f"test VM not available: {reason}")
+            return
+        outdir = tempfile.mkdtemp(prefix="vm-results-", dir=sitsvm.runs_dir())
+        out = os.path.join(outdir, "results.jsonl")
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+               f"--sits-vm-results={out}", *self.nodeids]
+        timeout = int(os.environ.get("SITS_VM_TIMEOUT", "2400"))
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr:
+            tr.write_line(f"booting the test VM for {len(self.nodeids)} vm-tier tests "
+                          f"(timeout {timeout} s)...")
+        result = sitsvm.run_in_vm(shlex.join(cmd), timeout=timeout, rwdirs=[outdir], cwd=ROOT,
+                                  env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                                  echo=self.config.getoption("verbose") > 1)
+        self.log = result.output
+        with open(os.path.join(outdir, "vm.log"), "w") as f:
+            f.write(result.output)
+        self.results = {}
+        if os.path.exists(out):
+            with open(out) as f:
+                for line in f:
+                    rec = json.loads(line)
+                    self.results[rec["nodeid"]] = rec
+        if not self.results:
+            tail = "\n".join(result.output.splitlines()[-30:])
+            self.error = ("fail", f"the VM run produced no results (exit {result.returncode}); "
+                                  f"last output:\n{tail}")
+
+
+class VmReplayItem(pytest.Item):
+    """Stands in on the host for a vm-tier test that ran inside the VM."""
+
+    def __init__(self, *, vm_session, **kwargs):
+        super().__init__(**kwargs)
+        self.vm_session = vm_session
+
+    def runtest(self):
+        vs = self.vm_session
+        vs.run()
+        if vs.error:
+            kind, msg = vs.error
+            (pytest.skip if kind == "skip" else pytest.fail)(msg, **({} if kind == "skip" else {"pytrace": False}))
+        rec = vs.results.get(self.nodeid)
+        if rec is None:
+            pytest.fail("no result from the VM for this test (crashed or timed out before it ran); "
+                        "see the vm.log under ~/.cache/sits/vm-runs", pytrace=False)
+        if rec["outcome"] == "skipped":
+            pytest.skip(f"[in VM] {rec['longrepr']}")
+        if rec["outcome"] == "failed":
+            pytest.fail(f"[in VM]\n{rec['longrepr']}", pytrace=False)
+
+    def reportinfo(self):
+        return self.path, None, f"[vm] {self.name}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    if IN_VM:
+        return
+    vm_items = [it for it in items if "vm" in it.keywords]
+    if not vm_items:
+        return
+    if config.getoption("--no-vm"):
+        for it in vm_items:
+            it.add_marker(pytest.mark.skip(reason="vm tier skipped (--no-vm)"))
+        return
+    vs = _VmSession(config, [it.nodeid for it in vm_items])
+    for i, it in enumerate(items):
+        if "vm" in it.keywords:
+            replay = VmReplayItem.from_parent(it.parent, name=it.name, vm_session=vs)
+            replay.own_markers.extend(it.own_markers)
+            items[i] = replay
