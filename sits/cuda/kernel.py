@@ -1,0 +1,160 @@
+"""What the conversion kernels are given: parameter block, pointer table, launch shape.
+
+Pure Python/numpy, shared by the CuPy launcher (`convert.py`) and the CPU
+emulation test, so that both run the kernel with the same bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from sits.cuda.formats import Plan
+from sits.errors import UsageError
+
+KERNEL_SOURCE_PATH = Path(__file__).with_name("kernels") / "convert.cu"
+
+# (name, count, kind) in the order of `struct Params` in kernels/convert.cu;
+# every field is 4 bytes (tests/unit/test_cuda_kernel_params.py checks the match).
+PARAM_FIELDS = [
+    ("stride0", 1, "i"), ("stride1", 1, "i"),
+    ("crop_x", 1, "i"), ("crop_y", 1, "i"), ("crop_w", 1, "i"), ("crop_h", 1, "i"),
+    ("out_w", 1, "i"), ("out_h", 1, "i"),
+    ("content_x", 1, "i"), ("content_y", 1, "i"), ("content_w", 1, "i"), ("content_h", 1, "i"),
+    ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
+    ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
+    ("smem_n0", 1, "i"), ("smem_n12", 1, "i"),
+    ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
+]
+PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
+
+OUT_CODES = {"uint8": 0, "float16": 1, "float32": 2}
+BILINEAR_BLOCK = (32, 8, 1)
+AREA_THREADS = 256
+# Hopper's per-block opt-in limit is 227 KiB; stay under it with room.
+MAX_SHARED_BYTES = 200 * 1024
+INT32_MAX = 2 ** 31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AreaWords:
+    word_start0: int
+    word_count0: int
+    word_start1: int
+    word_count1: int
+    smem_n0: int
+    smem_n12: int
+
+    @property
+    def shared_bytes(self) -> int:
+        return 4 * (self.smem_n0 + 2 * self.smem_n12)
+
+
+def area_words(plan: Plan) -> AreaWords:
+    """The 32-bit words of each plane that cover the crop's columns, and the
+    shared memory their column sums take."""
+    info = plan.info
+    cx, _, cw, _ = plan.crop
+    bpp = info.bytes_per_px
+    ws0 = (cx * bpp) // 4
+    we0 = -(-((cx + cw) * bpp) // 4)
+    n0 = (we0 - ws0) * (4 // bpp)
+    ws1 = wc1 = 0
+    if info.planes == 2:
+        cb = info.chroma_bytes_per_px
+        c0, c1 = cx // 2, -(-(cx + cw) // 2)
+        ws1 = (c0 * cb) // 4
+        wc1 = -(-(c1 * cb) // 4) - ws1
+        n12 = wc1 * (4 // cb)
+    else:
+        n12 = we0 - ws0  # one chroma pair per YUYV word, one pixel per XRGB word
+    return AreaWords(ws0, we0 - ws0, ws1, wc1, n0, n12)
+
+
+def kernel_name(plan: Plan) -> str:
+    kind = "area" if plan.resize == "area" else "bilinear"
+    return f"sits::{kind}<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
+
+
+def all_kernel_names() -> list[str]:
+    return [f"sits::{kind}<{fmt}, {out}>" for kind in ("bilinear", "area")
+            for fmt in range(7) for out in range(3)]
+
+
+def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
+    """Element strides (n, c, y, x) of a contiguous output."""
+    h, w = plan.out.height, plan.out.width
+    if plan.out.layout == "NCHW":
+        return (3 * h * w, h * w, w, 1)
+    return (3 * h * w, 1, 3 * w, 3)
+
+
+def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """The Params block as bytes (uint8 array of PARAM_WORDS * 4)."""
+    strides = out_strides or default_out_strides(plan)
+    if any(s < 0 or s > INT32_MAX for s in strides):
+        raise UsageError(f"output strides {strides} do not fit the kernel's 32-bit strides")
+    words = area_words(plan) if plan.resize == "area" else AreaWords(0, 0, 0, 0, 0, 0)
+    pad = plan.pad_out
+    if plan.out.dtype == "uint8":
+        pad = np.clip(np.rint(pad), 0, 255)
+    values = {
+        "stride0": plan.src.stride(0), "stride1": plan.src.stride(1) if plan.info.planes == 2 else 0,
+        "crop_x": plan.crop[0], "crop_y": plan.crop[1], "crop_w": plan.crop[2], "crop_h": plan.crop[3],
+        "out_w": plan.out.width, "out_h": plan.out.height,
+        "content_x": plan.content[0], "content_y": plan.content[1],
+        "content_w": plan.content[2], "content_h": plan.content[3],
+        "out_stride_n": strides[0], "out_stride_c": strides[1],
+        "out_stride_y": strides[2], "out_stride_x": strides[3],
+        **dataclasses.asdict(words),
+        "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
+    }
+    buf = np.zeros(PARAM_WORDS, dtype=np.uint32)
+    i = 0
+    for name, count, kind in PARAM_FIELDS:
+        val = np.asarray(values[name]).reshape(-1)
+        if val.size != count:
+            raise AssertionError(f"param {name}: {val.size} values, want {count}")
+        if kind == "i":
+            buf[i:i + count] = val.astype(np.int64).astype(np.int32).view(np.uint32)
+        else:
+            buf[i:i + count] = val.astype(np.float32).view(np.uint32)
+        i += count
+    return buf.view(np.uint8)
+
+
+def launch_shape(plan: Plan, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared bytes) for one batch."""
+    if batch < 1:
+        raise UsageError(f"batch size {batch} is not positive")
+    if batch > 65535:
+        raise UsageError(f"batch size {batch} is over the kernel's limit of 65535")
+    if plan.resize == "area":
+        smem = area_words(plan).shared_bytes
+        if smem > MAX_SHARED_BYTES:
+            raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "
+                             f"resampling, over {MAX_SHARED_BYTES} B; crop narrower or use bilinear")
+        return (plan.out.height, batch, 1), (AREA_THREADS, 1, 1), smem
+    bx, by, _ = BILINEAR_BLOCK
+    grid = (-(-plan.out.width // bx), -(-plan.out.height // by), batch)
+    return grid, BILINEAR_BLOCK, 0
+
+
+def pointer_table(out_ptr: int, planes: list[tuple[int, int]], plan: Plan) -> np.ndarray:
+    """The uint64 table: output base, then (plane 0, plane 1) of each frame."""
+    table = np.empty(1 + 2 * len(planes), dtype=np.uint64)
+    table[0] = out_ptr
+    for n, (p0, p1) in enumerate(planes):
+        if p0 % 4 or (plan.info.planes == 2 and p1 % 4):
+            raise UsageError(f"frame {n}: plane addresses {p0:#x}/{p1:#x} are not 4-byte aligned")
+        table[1 + 2 * n] = p0
+        table[2 + 2 * n] = p1 if plan.info.planes == 2 else p0
+    return table
+
+
+def frame_planes(base: int, plan: Plan) -> tuple[int, int]:
+    """Plane addresses of a frame laid out in one buffer at `base`."""
+    if plan.info.planes == 2:
+        return base, base + plan.src.plane_offset(1)
+    return base, base

@@ -1,0 +1,310 @@
+// Fused frame conversion: decode (YUV 4:2:x / P010 / XRGB) + resize (bilinear
+// or area) + crop/letterbox + colour matrix + mean/std + layout, for a whole
+// batch in one launch. Conventions are written in sits/cuda/formats.py; the
+// numpy oracle is sits/cuda/reference.py.
+//
+// Compiled with NVRTC through CuPy (template instantiations by name), and on
+// the CPU by tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which
+// runs each thread as a host thread so the same text is checked in CI.
+//
+// Arguments: a Params block in device memory (constant per plan) and a table
+// of 64-bit device pointers written before every launch (so a captured CUDA
+// graph replays on new frames): table[0] = output base, table[1 + 2n] and
+// table[2 + 2n] = plane 0 and plane 1 of frame n.
+
+#ifndef SITS_EMULATE
+#include <cuda_fp16.h>
+#define SITS_SHARED_FLOATS(name) extern __shared__ float name[]
+#endif
+
+namespace sits {
+
+enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB = 5, FMT_XBGR = 6 };
+enum { OUT_U8 = 0, OUT_F16 = 1, OUT_F32 = 2 };
+
+// Every field is 4 bytes; sits/cuda/kernel.py packs the same names in this order.
+struct Params {
+    int stride0, stride1;               // bytes per row of plane 0 / plane 1
+    int crop_x, crop_y, crop_w, crop_h; // source pixels
+    int out_w, out_h;                   // output canvas
+    int content_x, content_y, content_w, content_h;  // picture inside the canvas
+    int out_stride_n, out_stride_c, out_stride_y, out_stride_x;  // elements
+    int word_start0, word_count0, word_start1, word_count1;      // area: 32-bit words covering the crop
+    int smem_n0, smem_n12;              // area: floats of shared memory for c0 and for each of c1, c2
+    float m[12];                        // 3x4 affine: code values -> RGB in [0,1], output channel order
+    float norm_a[3], norm_b[3];         // out = clamp(rgb) * a + b
+    float pad[3];                       // letterbox fill, already normalised
+};
+
+template <int FMT> struct Traits {
+    static constexpr bool rgb = FMT == FMT_XRGB || FMT == FMT_XBGR;
+    static constexpr bool planar = FMT == FMT_NV12 || FMT == FMT_NV16 || FMT == FMT_P010;
+    static constexpr int sub_y = (FMT == FMT_NV12 || FMT == FMT_P010) ? 2 : 1;
+};
+
+template <int OUT> struct OutType;
+template <> struct OutType<OUT_U8> { typedef unsigned char T; };
+template <> struct OutType<OUT_F16> { typedef __half T; };
+template <> struct OutType<OUT_F32> { typedef float T; };
+
+template <int OUT>
+__device__ __forceinline__ void store(typename OutType<OUT>::T* dst, float v) {
+    if (OUT == OUT_U8) {
+        v = fminf(fmaxf(v, 0.0f), 255.0f);
+        *reinterpret_cast<unsigned char*>(dst) = (unsigned char)__float2int_rn(v);
+    } else if (OUT == OUT_F16) {
+        *reinterpret_cast<__half*>(dst) = __float2half_rn(v);
+    } else {
+        *reinterpret_cast<float*>(dst) = v;
+    }
+}
+
+template <int OUT>
+__device__ __forceinline__ void write_pixel(const Params& p, typename OutType<OUT>::T* o,
+                                            float c0, float c1, float c2) {
+    #pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        float v = p.m[4 * c] * c0 + p.m[4 * c + 1] * c1 + p.m[4 * c + 2] * c2 + p.m[4 * c + 3];
+        v = fminf(fmaxf(v, 0.0f), 1.0f);
+        store<OUT>(o + (long long)c * p.out_stride_c, v * p.norm_a[c] + p.norm_b[c]);
+    }
+}
+
+template <int OUT>
+__device__ __forceinline__ void write_pad(const Params& p, typename OutType<OUT>::T* o) {
+    #pragma unroll
+    for (int c = 0; c < 3; ++c) store<OUT>(o + (long long)c * p.out_stride_c, p.pad[c]);
+}
+
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+// One axis of bilinear sampling: clamp to [lo, hi], two taps and the fraction.
+__device__ __forceinline__ void bilinear_axis(double u, int lo, int hi, int& i0, int& i1, float& f) {
+    u = fmin(fmax(u, (double)lo), (double)hi);
+    i0 = (int)floor(u);
+    i1 = imin(i0 + 1, hi);
+    f = (float)(u - (double)i0);
+}
+
+__device__ __forceinline__ float u8at(const unsigned char* p) { return (float)*p; }
+__device__ __forceinline__ float u10at(const unsigned char* p) {
+    return (float)(*reinterpret_cast<const unsigned short*>(p) >> 6);
+}
+
+template <int FMT>
+__device__ __forceinline__ float luma_at(const unsigned char* p0, int stride0, int x, int y) {
+    const unsigned char* row = p0 + (long long)y * stride0;
+    if (FMT == FMT_YUYV) return u8at(row + 2 * x);
+    if (FMT == FMT_UYVY) return u8at(row + 2 * x + 1);
+    if (FMT == FMT_P010) return u10at(row + 2 * x);
+    return u8at(row + x);  // NV12, NV16
+}
+
+template <int FMT>
+__device__ __forceinline__ void chroma_at(const unsigned char* p0, const unsigned char* p1,
+                                          int stride0, int stride1, int xc, int yc, float& u, float& v) {
+    if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
+        const unsigned char* px = p0 + (long long)yc * stride0 + 4 * xc;
+        u = u8at(px + (FMT == FMT_YUYV ? 1 : 0));
+        v = u8at(px + (FMT == FMT_YUYV ? 3 : 2));
+    } else if (FMT == FMT_P010) {
+        const unsigned char* px = p1 + (long long)yc * stride1 + 4 * xc;
+        u = u10at(px);
+        v = u10at(px + 2);
+    } else {
+        const unsigned char* px = p1 + (long long)yc * stride1 + 2 * xc;
+        u = u8at(px);
+        v = u8at(px + 1);
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void rgb_at(const unsigned char* p0, int stride0, int x, int y,
+                                       float& r, float& g, float& b) {
+    const unsigned char* px = p0 + (long long)y * stride0 + 4 * x;
+    r = u8at(px + (FMT == FMT_XRGB ? 2 : 0));
+    g = u8at(px + 1);
+    b = u8at(px + (FMT == FMT_XRGB ? 0 : 2));
+}
+
+__device__ __forceinline__ float lerp4(float a, float b, float c, float d, float fx, float fy) {
+    return (a * (1.0f - fx) + b * fx) * (1.0f - fy) + (c * (1.0f - fx) + d * fx) * fy;
+}
+
+// Bilinear: one thread per output pixel; block (32, 8), grid (ceil(W/32), ceil(H/8), N).
+template <int FMT, int OUT>
+__global__ void __launch_bounds__(256)
+bilinear(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
+    typedef typename OutType<OUT>::T OT;
+    typedef Traits<FMT> Tr;
+    const Params& p = *P;
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int n = blockIdx.z;
+    if (x >= p.out_w || y >= p.out_h) return;
+    OT* o = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n + (long long)y * p.out_stride_y
+            + (long long)x * p.out_stride_x;
+    const int lx = x - p.content_x, ly = y - p.content_y;
+    if (lx < 0 || ly < 0 || lx >= p.content_w || ly >= p.content_h) {
+        write_pad<OUT>(p, o);
+        return;
+    }
+    const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
+    const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
+    const double sx = (double)p.crop_w / p.content_w, sy = (double)p.crop_h / p.content_h;
+    const double u = p.crop_x + (lx + 0.5) * sx - 0.5;
+    const double v = p.crop_y + (ly + 0.5) * sy - 0.5;
+    int x0, x1, y0, y1;
+    float fx, fy;
+    bilinear_axis(u, p.crop_x, p.crop_x + p.crop_w - 1, x0, x1, fx);
+    bilinear_axis(v, p.crop_y, p.crop_y + p.crop_h - 1, y0, y1, fy);
+    float c0, c1, c2;
+    if (Tr::rgb) {
+        float r00, g00, b00, r01, g01, b01, r10, g10, b10, r11, g11, b11;
+        rgb_at<FMT>(p0, p.stride0, x0, y0, r00, g00, b00);
+        rgb_at<FMT>(p0, p.stride0, x1, y0, r01, g01, b01);
+        rgb_at<FMT>(p0, p.stride0, x0, y1, r10, g10, b10);
+        rgb_at<FMT>(p0, p.stride0, x1, y1, r11, g11, b11);
+        c0 = lerp4(r00, r01, r10, r11, fx, fy);
+        c1 = lerp4(g00, g01, g10, g11, fx, fy);
+        c2 = lerp4(b00, b01, b10, b11, fx, fy);
+    } else {
+        c0 = lerp4(luma_at<FMT>(p0, p.stride0, x0, y0), luma_at<FMT>(p0, p.stride0, x1, y0),
+                   luma_at<FMT>(p0, p.stride0, x0, y1), luma_at<FMT>(p0, p.stride0, x1, y1), fx, fy);
+        // Chroma: co-sited horizontally; centred between rows for 4:2:0.
+        int cx0, cx1, cy0, cy1;
+        float fcx, fcy;
+        bilinear_axis(u * 0.5, p.crop_x / 2, (p.crop_x + p.crop_w - 1) / 2, cx0, cx1, fcx);
+        if (Tr::sub_y == 2) {
+            bilinear_axis((v + 0.5) * 0.5 - 0.5, p.crop_y / 2, (p.crop_y + p.crop_h - 1) / 2, cy0, cy1, fcy);
+        } else {
+            cy0 = y0; cy1 = y1; fcy = fy;
+        }
+        float u00, v00, u01, v01, u10, v10, u11, v11;
+        chroma_at<FMT>(p0, p1, p.stride0, p.stride1, cx0, cy0, u00, v00);
+        chroma_at<FMT>(p0, p1, p.stride0, p.stride1, cx1, cy0, u01, v01);
+        chroma_at<FMT>(p0, p1, p.stride0, p.stride1, cx0, cy1, u10, v10);
+        chroma_at<FMT>(p0, p1, p.stride0, p.stride1, cx1, cy1, u11, v11);
+        c1 = lerp4(u00, u01, u10, u11, fcx, fcy);
+        c2 = lerp4(v00, v01, v10, v11, fcx, fcy);
+    }
+    write_pixel<OUT>(p, o, c0, c1, c2);
+}
+
+// Area, vertical half: each thread owns 32-bit words of the crop's columns
+// (coalesced across the warp), sums them over the output row's source rows
+// with their overlap weights and leaves the column sums in shared memory.
+template <int FMT, int PLANE>
+__device__ __forceinline__ void area_columns(const unsigned char* base, int stride, int ws, int wc,
+                                             double b0, double b1, int row_end,
+                                             float* s0, float* s1, float* s2) {
+    const int r0 = (int)floor(b0);
+    const int r1 = imin((int)ceil(b1), row_end);
+    const double inv = 1.0 / (b1 - b0);
+    for (int w = threadIdx.x; w < wc; w += blockDim.x) {
+        const unsigned char* col = base + 4LL * (ws + w);
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+        #pragma unroll 4
+        for (int r = r0; r < r1; ++r) {
+            const float wt = (float)((fmin((double)(r + 1), b1) - fmax((double)r, b0)) * inv);
+            const unsigned int word = *reinterpret_cast<const unsigned int*>(col + (long long)r * stride);
+            if (FMT == FMT_P010) {
+                a0 += wt * (float)((word & 0xffffu) >> 6);
+                a1 += wt * (float)(word >> 22);
+            } else {
+                a0 += wt * (float)(word & 0xffu);
+                a1 += wt * (float)((word >> 8) & 0xffu);
+                a2 += wt * (float)((word >> 16) & 0xffu);
+                a3 += wt * (float)(word >> 24);
+            }
+        }
+        if (FMT == FMT_YUYV) {
+            s0[2 * w] = a0; s1[w] = a1; s0[2 * w + 1] = a2; s2[w] = a3;
+        } else if (FMT == FMT_UYVY) {
+            s1[w] = a0; s0[2 * w] = a1; s2[w] = a2; s0[2 * w + 1] = a3;
+        } else if (FMT == FMT_XRGB) {
+            s2[w] = a0; s1[w] = a1; s0[w] = a2;
+        } else if (FMT == FMT_XBGR) {
+            s0[w] = a0; s1[w] = a1; s2[w] = a2;
+        } else if (FMT == FMT_P010) {
+            if (PLANE == 0) { s0[2 * w] = a0; s0[2 * w + 1] = a1; }
+            else { s1[w] = a0; s2[w] = a1; }
+        } else {  // NV12, NV16
+            if (PLANE == 0) { s0[4 * w] = a0; s0[4 * w + 1] = a1; s0[4 * w + 2] = a2; s0[4 * w + 3] = a3; }
+            else { s1[2 * w] = a0; s2[2 * w] = a1; s1[2 * w + 1] = a2; s2[2 * w + 1] = a3; }
+        }
+    }
+}
+
+// Area, horizontal half: box-filter the column sums of shared memory.
+__device__ __forceinline__ float area_box(const float* s, int base, double b0, double b1, int col_end) {
+    const int i0 = (int)floor(b0);
+    const int i1 = imin((int)ceil(b1), col_end);
+    float acc = 0.f;
+    for (int i = i0; i < i1; ++i) {
+        acc += (float)(fmin((double)(i + 1), b1) - fmax((double)i, b0)) * s[i - base];
+    }
+    return acc * (float)(1.0 / (b1 - b0));
+}
+
+// Area: one block per (output row, frame); grid (out_h, N), 256 threads,
+// dynamic shared memory (smem_n0 + 2 * smem_n12) floats.
+template <int FMT, int OUT>
+__global__ void __launch_bounds__(256)
+area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
+    typedef typename OutType<OUT>::T OT;
+    typedef Traits<FMT> Tr;
+    SITS_SHARED_FLOATS(smem);
+    const Params& p = *P;
+    const int y = blockIdx.x, n = blockIdx.y;
+    OT* orow = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n + (long long)y * p.out_stride_y;
+    const int ly = y - p.content_y;
+    if (ly < 0 || ly >= p.content_h) {  // letterbox band: the whole block leaves together
+        for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) write_pad<OUT>(p, orow + (long long)x * p.out_stride_x);
+        return;
+    }
+    const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
+    const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
+    const double sx = (double)p.crop_w / p.content_w, sy = (double)p.crop_h / p.content_h;
+    const double by0 = p.crop_y + ly * sy, by1 = p.crop_y + (ly + 1) * sy;
+    const int crop_y_end = p.crop_y + p.crop_h;
+    float* s0 = smem;
+    float* s1 = smem + p.smem_n0;
+    float* s2 = s1 + p.smem_n12;
+    area_columns<FMT, 0>(p0, p.stride0, p.word_start0, p.word_count0, by0, by1, crop_y_end, s0, s1, s2);
+    if (Tr::planar) {
+        const int sub = Tr::sub_y;
+        area_columns<FMT, 1>(p1, p.stride1, p.word_start1, p.word_count1, by0 / sub, by1 / sub,
+                             (crop_y_end + sub - 1) / sub, s0, s1, s2);
+    }
+    __syncthreads();
+    int base0, base1;
+    if (FMT == FMT_YUYV || FMT == FMT_UYVY) { base0 = 2 * p.word_start0; base1 = p.word_start0; }
+    else if (FMT == FMT_NV12 || FMT == FMT_NV16) { base0 = 4 * p.word_start0; base1 = 2 * p.word_start1; }
+    else if (FMT == FMT_P010) { base0 = 2 * p.word_start0; base1 = p.word_start1; }
+    else { base0 = p.word_start0; base1 = p.word_start0; }
+    const int crop_x_end = p.crop_x + p.crop_w;
+    for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) {
+        OT* o = orow + (long long)x * p.out_stride_x;
+        const int lx = x - p.content_x;
+        if (lx < 0 || lx >= p.content_w) {
+            write_pad<OUT>(p, o);
+            continue;
+        }
+        const double bx0 = p.crop_x + lx * sx, bx1 = p.crop_x + (lx + 1) * sx;
+        const float c0 = area_box(s0, base0, bx0, bx1, crop_x_end);
+        float c1, c2;
+        if (Tr::rgb) {
+            c1 = area_box(s1, base1, bx0, bx1, crop_x_end);
+            c2 = area_box(s2, base1, bx0, bx1, crop_x_end);
+        } else {
+            const int cend = (crop_x_end + 1) / 2;
+            c1 = area_box(s1, base1, bx0 * 0.5, bx1 * 0.5, cend);
+            c2 = area_box(s2, base1, bx0 * 0.5, bx1 * 0.5, cend);
+        }
+        write_pixel<OUT>(p, o, c0, c1, c2);
+    }
+}
+
+}  // namespace sits

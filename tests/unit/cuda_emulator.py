@@ -1,0 +1,132 @@
+"""Runs sits/cuda/kernels/convert.cu on the CPU: each CUDA thread is a host
+thread and __syncthreads() a std::barrier, so the kernel text that the GPU
+runs is checked against the numpy oracle where there is no GPU (CI).
+
+It is an emulator of the CUDA execution model only as far as these kernels
+need it (blocks run one at a time, threads of a block concurrently).
+"""
+import ctypes
+import functools
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sits.cuda import kernel as K
+
+DRIVER = r"""
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+#include <math.h>
+
+#define SITS_EMULATE 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __restrict__ __restrict
+typedef _Float16 __half;
+static inline __half __float2half_rn(float x) { return (__half)x; }
+static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
+struct emu_dim3 { unsigned x, y, z; };
+static thread_local emu_dim3 threadIdx, blockIdx;
+static emu_dim3 blockDim, gridDim;
+static thread_local std::barrier<>* emu_barrier;
+static thread_local float* emu_shared;
+static inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
+#define SITS_SHARED_FLOATS(name) float* name = emu_shared
+using std::floor; using std::ceil; using std::fmin; using std::fmax;
+
+#include "convert.cu"
+
+typedef void (*kern_t)(const sits::Params*, const unsigned long long*);
+
+static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
+                emu_dim3 g, emu_dim3 b, int smem) {
+    blockDim = b; gridDim = g;
+    const unsigned nt = b.x * b.y * b.z;
+    for (unsigned bz = 0; bz < g.z; ++bz)
+    for (unsigned by = 0; by < g.y; ++by)
+    for (unsigned bx = 0; bx < g.x; ++bx) {
+        std::vector<float> shared(smem / 4 + 1, NAN);  // poisoned: unwritten reads show
+        std::barrier<> bar(nt);
+        std::vector<std::thread> ts;
+        ts.reserve(nt);
+        for (unsigned tz = 0; tz < b.z; ++tz)
+        for (unsigned ty = 0; ty < b.y; ++ty)
+        for (unsigned tx = 0; tx < b.x; ++tx)
+            ts.emplace_back([&, tx, ty, tz] {
+                threadIdx = {tx, ty, tz};
+                blockIdx = {bx, by, bz};
+                emu_barrier = &bar;
+                emu_shared = shared.data();
+                k(P, T);
+                bar.arrive_and_drop();
+            });
+        for (auto& t : ts) t.join();
+    }
+}
+
+#define K2(KIND, F, O) case (F * 3 + O): k = &sits::KIND<F, O>; break;
+#define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2)
+#define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6)
+
+extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
+                          unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
+    kern_t k = nullptr;
+    if (area) { switch (fmt * 3 + out) { KALL(area) default: return -1; } }
+    else { switch (fmt * 3 + out) { KALL(bilinear) default: return -1; } }
+    run(k, (const sits::Params*)P, (const unsigned long long*)T, {gx, gy, gz}, {bx, by, bz}, smem);
+    return 0;
+}
+"""
+
+
+def compiler() -> str | None:
+    return shutil.which("g++") or shutil.which("clang++")
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    cxx = compiler()
+    if cxx is None:
+        raise RuntimeError("no C++ compiler")
+    tmp = Path(tempfile.mkdtemp(prefix="sits-cuda-emu-"))
+    (tmp / "driver.cpp").write_text(DRIVER)
+    so = tmp / "emu.so"
+    cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
+           "-I", str(K.KERNEL_SOURCE_PATH.parent), str(tmp / "driver.cpp"), "-o", str(so)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"emulator build failed:\n{res.stderr[-4000:]}")
+    lib = ctypes.CDLL(str(so))
+    lib.emu_launch.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_uint] * 6 + [ctypes.c_int]
+    lib.emu_launch.restype = ctypes.c_int
+    return lib
+
+
+def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None = None) -> np.ndarray:
+    """Convert `frames` (each one buffer holding all planes) with the emulated kernel."""
+    lib = library()
+    batch = len(frames)
+    dtype = {"uint8": np.uint8, "float16": np.float16, "float32": np.float32}[plan.out.dtype]
+    if out is None:
+        out = np.full(plan.out_shape(batch), np.nan if dtype != np.uint8 else 77, dtype=dtype)
+        strides = None
+    else:
+        strides = out_strides
+    params = K.pack_params(plan, strides)
+    bufs = [np.ascontiguousarray(f, dtype=np.uint8) for f in frames]
+    planes = [K.frame_planes(b.ctypes.data, plan) for b in bufs]
+    table = K.pointer_table(out.ctypes.data, planes, plan)
+    grid, block, smem = K.launch_shape(plan, batch)
+    rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], int(plan.resize == "area"),
+                        params.ctypes.data, table.ctypes.data, *grid, *block, smem)
+    if rc != 0:
+        raise RuntimeError(f"emu_launch returned {rc}")
+    return out

@@ -1,0 +1,65 @@
+"""The CUDA kernel text, run on the CPU (tests/unit/cuda_emulator.py), against
+the numpy oracle: every format x resize x dtype, odd sizes, padded strides,
+crops, letterbox, strided outputs. The `cuda` tier repeats this on the GPU."""
+import numpy as np
+import pytest
+
+from sits.cuda import reference as R
+from sits.cuda.formats import FORMATS, OutputSpec, SourceFormat, make_plan
+
+from tests.unit import cuda_emulator as E
+
+pytestmark = pytest.mark.skipif(E.compiler() is None, reason="no C++ compiler for the kernel emulator")
+
+BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4}
+
+
+def padded_source(fmt, w, h, pad=12):
+    return SourceFormat(fmt, w, h, bytesperline=(w * BPP[fmt] + 3) // 4 * 4 + pad)
+
+
+def frames(src, n, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, src.frame_bytes, dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("resize", ["bilinear", "area"])
+@pytest.mark.parametrize("dtype, layout", [("uint8", "NHWC"), ("float16", "NCHW"), ("float32", "NHWC")])
+def test_kernel_matches_reference(fmt, resize, dtype, layout):
+    # Odd output sizes, a padded stride, an offset crop and a letterbox band.
+    src = padded_source(fmt, 46, 30)
+    out = OutputSpec(13, 11, layout=layout, dtype=dtype, order="BGR" if dtype == "float16" else "RGB",
+                     mean=(0.485, 0.456, 0.406) if dtype != "uint8" else (0, 0, 0),
+                     std=(0.229, 0.224, 0.225) if dtype != "uint8" else (1, 1, 1))
+    plan = make_plan(src, out, resize=resize, matrix="bt2020" if fmt == "P010" else "bt601",
+                     range="full" if dtype == "float32" else "limited", crop=(4, 2, 40, 26), letterbox=True,
+                     pad_rgb=(0.1, 0.2, 0.3))
+    batch = frames(src, 2, seed=hash((fmt, resize, dtype)) % 2**32)
+    got = E.run(plan, batch)
+    ref = R.convert_batch(batch, plan)
+    assert R.max_error(got, ref, dtype) <= 1.0
+
+
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010"])
+def test_upscale_bilinear_and_full_frame(fmt):
+    src = SourceFormat(fmt, 12, 6)
+    plan = make_plan(src, OutputSpec(17, 9, dtype="float32"), resize="bilinear", matrix="bt709")
+    batch = frames(src, 1, seed=3)
+    assert R.max_error(E.run(plan, batch), R.convert_batch(batch, plan), "float32") <= 1.0
+
+
+def test_a_wrong_oracle_fails():
+    # The comparison can fail: the same frames against a plan with another matrix.
+    src = SourceFormat("NV12", 32, 16)
+    plan = make_plan(src, OutputSpec(8, 8, dtype="float32"), matrix="bt601")
+    other = make_plan(src, OutputSpec(8, 8, dtype="float32"), matrix="bt709")
+    batch = frames(src, 1, seed=4)
+    assert R.max_error(E.run(plan, batch), R.convert_batch(batch, other), "float32") > 10
+
+
+def test_every_output_element_is_written():
+    src = SourceFormat("UYVY", 40, 20)
+    plan = make_plan(src, OutputSpec(21, 15, dtype="float32"), resize="area", letterbox=True)
+    got = E.run(plan, frames(src, 3, seed=5))  # the emulator poisons the output with NaN
+    assert np.isfinite(got).all()

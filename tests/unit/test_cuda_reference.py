@@ -1,0 +1,186 @@
+"""The numpy oracle and the set-up checks of the CUDA conversion (no GPU)."""
+import re
+
+import numpy as np
+import pytest
+
+from sits.cuda import kernel as K
+from sits.cuda import reference as R
+from sits.cuda.formats import OutputSpec, SourceFormat, make_plan, yuv_to_rgb_affine
+from sits.errors import UsageError
+
+
+def yuyv_frame(w, h, y, u, v):
+    px = np.empty((h, w // 2, 4), np.uint8)
+    px[..., 0], px[..., 1], px[..., 2], px[..., 3] = y, u, y, v
+    return px.reshape(-1)
+
+
+def nv12_frame(w, h, y, u, v):
+    luma = np.full((h, w), y, np.uint8)
+    uv = np.empty((h // 2, w // 2, 2), np.uint8)
+    uv[..., 0], uv[..., 1] = u, v
+    return np.concatenate([luma.reshape(-1), uv.reshape(-1)])
+
+
+def p010_frame(w, h, y, u, v):
+    luma = np.full((h, w), y << 6, "<u2")
+    uv = np.empty((h // 2, w // 2, 2), "<u2")
+    uv[..., 0], uv[..., 1] = u << 6, v << 6
+    return np.concatenate([luma.reshape(-1), uv.reshape(-1)]).view(np.uint8)
+
+
+@pytest.mark.parametrize("matrix", ["bt601", "bt709", "bt2020"])
+def test_limited_range_white_black_grey(matrix):
+    for y, want in ((235, 1.0), (16, 0.0), (126, 110 / 219)):
+        plan = make_plan(SourceFormat("YUYV", 8, 4), OutputSpec(8, 4, dtype="float32"), matrix=matrix)
+        out = R.convert_frame(yuyv_frame(8, 4, y, 128, 128), plan)
+        np.testing.assert_allclose(out, want, atol=1e-12)
+
+
+def test_bt709_primaries_round_trip():
+    # Encode pure red with BT.709 limited (8-bit), decode through the plan.
+    kr, kb = 0.2126, 0.0722
+    r, g, b = 1.0, 0.0, 0.0
+    ey = kr * r + (1 - kr - kb) * g + kb * b
+    cb, cr = (b - ey) / (2 * (1 - kb)), (r - ey) / (2 * (1 - kr))
+    y, u, v = 16 + 219 * ey, 128 + 224 * cb, 128 + 224 * cr
+    aff = yuv_to_rgb_affine("bt709", "limited", 8)
+    np.testing.assert_allclose(aff @ [y, u, v, 1.0], [1, 0, 0], atol=1e-12)
+    # Same in 10 bits, full range.
+    aff10 = yuv_to_rgb_affine("bt2020", "full", 10)
+    kr, kb = 0.2627, 0.0593
+    ey = kr
+    cb, cr = -ey / (2 * (1 - kb)), (1 - ey) / (2 * (1 - kr))
+    code = np.array([1023 * ey, 512 + 1023 * cb, 512 + 1023 * cr, 1.0])
+    np.testing.assert_allclose(aff10 @ code, [1, 0, 0], atol=1e-12)
+
+
+def test_nv12_and_p010_white_match():
+    for fmt, frame in (("NV12", nv12_frame(8, 4, 235, 128, 128)), ("P010", p010_frame(8, 4, 940, 512, 512))):
+        plan = make_plan(SourceFormat(fmt, 8, 4), OutputSpec(4, 2, dtype="float32"))
+        np.testing.assert_allclose(R.convert_frame(frame, plan), 1.0, atol=1e-12)
+
+
+def test_rgb_identity_and_order():
+    rng = np.random.default_rng(0)
+    px = rng.integers(0, 256, (5, 6, 4), dtype=np.uint8)
+    plan = make_plan(SourceFormat("XRGB8888", 6, 5), OutputSpec(6, 5, dtype="uint8", layout="NHWC"),
+                     range="full", resize="bilinear")
+    out = R.convert_frame(px.reshape(-1), plan)
+    np.testing.assert_array_equal(out, px[..., [2, 1, 0]])  # XRGB8888 is B,G,R,X in memory
+    plan_bgr = make_plan(SourceFormat("XBGR8888", 6, 5), OutputSpec(6, 5, dtype="uint8", order="BGR"),
+                         range="full", resize="bilinear")
+    out = R.convert_frame(px.reshape(-1), plan_bgr)  # XBGR8888 is R,G,B,X: BGR planes are 2,1,0
+    np.testing.assert_array_equal(out, px[..., [2, 1, 0]].transpose(2, 0, 1))
+
+
+def test_area_integer_factor_is_block_mean():
+    rng = np.random.default_rng(1)
+    px = rng.integers(0, 256, (8, 12, 4), dtype=np.uint8)
+    plan = make_plan(SourceFormat("XBGR8888", 12, 8), OutputSpec(3, 2, dtype="float32", layout="NHWC"),
+                     range="full", resize="area")
+    out = R.convert_frame(px.reshape(-1), plan)
+    want = px[..., :3].reshape(2, 4, 3, 4, 3).mean(axis=(1, 3)) / 255
+    np.testing.assert_allclose(out, want, atol=1e-12)
+
+
+def test_bilinear_half_scale_matches_pair_mean():
+    # align_corners=False at exactly 2x lands halfway between two pixels.
+    rng = np.random.default_rng(2)
+    px = rng.integers(0, 256, (4, 8, 4), dtype=np.uint8)
+    plan = make_plan(SourceFormat("XBGR8888", 8, 4), OutputSpec(4, 2, dtype="float32", layout="NHWC"),
+                     range="full", resize="bilinear")
+    out = R.convert_frame(px.reshape(-1), plan)
+    want = px[..., :3].reshape(2, 2, 4, 2, 3).mean(axis=(1, 3)) / 255
+    np.testing.assert_allclose(out, want, atol=1e-12)
+
+
+def test_letterbox_geometry_and_pad():
+    plan = make_plan(SourceFormat("NV12", 1920, 1080), OutputSpec(640, 640), letterbox=True,
+                     pad_rgb=(0.5, 0.5, 0.5))
+    assert plan.content == (0, 140, 640, 360)
+    assert plan.resize == "area"
+    frame = nv12_frame(64, 36, 235, 128, 128)
+    small = make_plan(SourceFormat("NV12", 64, 36), OutputSpec(16, 16, dtype="float32"), letterbox=True,
+                      pad_rgb=(0.25, 0.5, 0.75))
+    out = R.convert_frame(frame, small)
+    ox, oy, ow, oh = small.content
+    assert (ox, ow) == (0, 16) and oh == 9
+    np.testing.assert_allclose(out[:, oy:oy + oh], 1.0, atol=1e-12)
+    np.testing.assert_allclose(out[:, 0, 0], [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(out[:, -1, -1], [0.25, 0.5, 0.75])
+
+
+def test_mean_std_and_scale():
+    plan = make_plan(SourceFormat("YUYV", 4, 2), OutputSpec(4, 2, dtype="float32", mean=(0.5, 0.25, 0.0),
+                                                            std=(0.5, 0.25, 2.0)))
+    out = R.convert_frame(yuyv_frame(4, 2, 235, 128, 128), plan)
+    np.testing.assert_allclose(out[:, 0, 0], [1.0, 3.0, 0.5])
+    u8 = make_plan(SourceFormat("YUYV", 4, 2), OutputSpec(4, 2, dtype="uint8"))
+    assert R.convert_frame(yuyv_frame(4, 2, 235, 128, 128), u8).max() == 255
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(src=SourceFormat("YUYV", 7, 4)), "width 7 is odd"),
+    (dict(src=SourceFormat("NV12", 8, 5)), "height 5 is odd"),
+    (dict(src=SourceFormat("YUYV", 8, 4, bytesperline=12)), "smaller than a row"),
+    (dict(src=SourceFormat("NV12", 8, 4, bytesperline=8, bytesperline_uv=4)), "smaller than a chroma row"),
+    (dict(src=SourceFormat("NV12", 10, 4)), "not a multiple of 4"),
+    (dict(src=SourceFormat("MJPG", 8, 4)), "unsupported pixel format"),
+    (dict(src=SourceFormat("YUYV", 0, 4)), "empty"),
+    (dict(crop=(1, 0, 4, 4)), "crop x 1 is odd"),
+    (dict(src=SourceFormat("NV12", 8, 4), crop=(0, 1, 4, 2)), "crop y 1 is odd"),
+    (dict(crop=(0, 0, 9, 4)), "does not fit"),
+    (dict(out=OutputSpec(16, 8), resize="area"), "area resampling is for downscaling"),
+    (dict(out=OutputSpec(4, 4, std=(1, 0, 1))), "zero"),
+    (dict(out=OutputSpec(4, 4, layout="CHW")), "layout"),
+    (dict(out=OutputSpec(4, 4, dtype="int16")), "dtype"),
+    (dict(matrix="bt2100"), "colour matrix"),
+    (dict(range="studio"), "range"),
+])
+def test_bad_setups_are_refused(kwargs, message):
+    args = dict(src=SourceFormat("YUYV", 8, 4), out=OutputSpec(4, 4))
+    args.update(kwargs)
+    src, out = args.pop("src"), args.pop("out")
+    with pytest.raises(UsageError, match=message):
+        make_plan(src, out, **args)
+
+
+def test_params_match_the_c_struct():
+    text = K.KERNEL_SOURCE_PATH.read_text()
+    body = re.search(r"struct Params \{(.*?)\n\};", text, re.S).group(1)
+    fields = []
+    for line in body.splitlines():
+        line = line.split("//")[0].strip()
+        if not line:
+            continue
+        kind, names = line.split(None, 1)
+        for name in names.rstrip(";").split(","):
+            name = name.strip()
+            m = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", name)
+            fields.append((m.group(1), int(m.group(2) or 1), {"int": "i", "float": "f"}[kind]))
+    assert fields == K.PARAM_FIELDS
+
+
+def test_area_words_cover_the_crop():
+    for fmt, bpp in (("YUYV", 2), ("NV12", 1), ("P010", 2), ("XRGB8888", 4)):
+        plan = make_plan(SourceFormat(fmt, 64, 32), OutputSpec(10, 10), resize="area", crop=(6, 2, 50, 28))
+        words = K.area_words(plan)
+        assert words.word_start0 * 4 <= 6 * bpp
+        assert (words.word_start0 + words.word_count0) * 4 >= 56 * bpp
+        assert (words.word_start0 + words.word_count0) * 4 <= plan.src.stride(0)
+
+
+def test_launch_shape_and_table_checks():
+    plan = make_plan(SourceFormat("NV12", 64, 32), OutputSpec(10, 10), resize="bilinear")
+    assert K.launch_shape(plan, 3) == ((1, 2, 3), (32, 8, 1), 0)
+    with pytest.raises(UsageError, match="not positive"):
+        K.launch_shape(plan, 0)
+    with pytest.raises(UsageError, match="aligned"):
+        K.pointer_table(0x1000, [(0x2002, 0x3000)], plan)
+    table = K.pointer_table(0x1000, [K.frame_planes(0x2000, plan)], plan)
+    assert list(table) == [0x1000, 0x2000, 0x2000 + 64 * 32]
+    wide = make_plan(SourceFormat("XRGB8888", 20000, 8), OutputSpec(100, 4), resize="area")
+    with pytest.raises(UsageError, match="shared memory"):
+        K.launch_shape(wide, 1)
