@@ -25,11 +25,19 @@ def load():
         raise KernelCallError(errno.ENOENT, f"dlopen {LIBRARY}",
                               "libbpf is missing (Debian: apt-get install libbpf1)") from exc
 
+    libc = _libc(ffi)
+    buf = ffi.new("char[]", 1 << 16)
+
     @ffi.callback("int(enum libbpf_print_level, const char *, void *)")
     def _print(level, fmt, args):
-        # The va_list cannot be formatted from Python; keep the format string,
-        # which for libbpf's messages names what failed.
-        _log.append(ffi.string(fmt).decode(errors="replace").rstrip())
+        if level == lib.LIBBPF_DEBUG:
+            return 0
+        if libc is not None:
+            libc.vsnprintf(buf, len(buf), fmt, args)
+            text = ffi.string(buf)
+        else:  # keep the format string, which still names what failed
+            text = ffi.string(fmt)
+        _log.append(text.decode(errors="replace").rstrip())
         return 0
 
     lib.libbpf_set_print(_print)
@@ -37,8 +45,25 @@ def load():
     return ffi, lib
 
 
-def recent_log(n: int = 5) -> str:
-    return " | ".join(list(_log)[-n:])
+def _libc(ffi):
+    """libc for vsnprintf, on the ABIs where a va_list is passed as a pointer."""
+    import platform
+    if platform.machine() not in ("x86_64", "aarch64"):
+        return None
+    try:
+        return ffi.dlopen("libc.so.6")
+    except OSError:
+        return None
+
+
+def recent_log(n: int = 5, lines: int = 4) -> str:
+    """The last `n` libbpf messages, each cut to its last `lines` lines (a
+    verifier log ends with the reason it refused the program)."""
+    out = []
+    for msg in list(_log)[-n:]:
+        parts = [p for p in msg.splitlines() if p.strip() and "END PROG LOAD LOG" not in p]
+        out.append(" / ".join(parts[-lines:]))
+    return " | ".join(out)
 
 
 def check_ptr(ptr, call: str, detail: str | None = None):

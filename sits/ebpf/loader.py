@@ -120,10 +120,14 @@ class BpfObject:
                                "bpf_program__attach", name)
         return self._track(BpfLink(self, ptr, name))
 
-    def attach_uprobe(self, name: str, binary: str, func: str, *, retprobe=False, pid=-1) -> BpfLink:
+    def attach_uprobe(self, name: str, binary: str, func: str, *, retprobe=False, pid=-1,
+                      cookie: int = 0) -> BpfLink:
+        """Attach at `func` of `binary` (resolved by libbpf by name);
+        `cookie` is what bpf_get_attach_cookie() returns in the program."""
         opts = self._ffi.new("struct bpf_uprobe_opts *")
         opts.sz = self._ffi.sizeof("struct bpf_uprobe_opts")
         opts.retprobe = retprobe
+        opts.bpf_cookie = cookie
         fname = self._ffi.new("char[]", func.encode())
         opts.func_name = fname
         ptr = libbpf.check_ptr(

@@ -1,0 +1,559 @@
+"""Probe points and the session that loads, attaches, reads and detaches them.
+
+A `ProbeSession` loads session.bpf.o first (it creates the shared maps:
+histograms, drop counters, tracked pids, the event ring), then one object per
+probe group, handing each the same map fds. Configuration goes through the
+`.rodata.cfg` section and autoload; what the kernel lacks (a tracepoint, BTF,
+a library) is skipped with its reason and the rest runs.
+
+Histograms are swapped per interval (`collect()`): `active` is pointed at
+the other map, then an update of the array-of-maps `rcu_sync` returns only
+after every program that could still be using the old map has finished (the
+kernel waits for an RCU grace period on map-in-map updates), and the idle
+map is then read and cleared. Nothing is lost between intervals.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import glob
+import os
+import platform
+import sysconfig
+import time
+from typing import NamedTuple
+
+from sits.ebpf import libbpf
+from sits.ebpf.histogram import SLOTS, Histogram
+from sits.ebpf.loader import BpfObject, program_path
+from sits.ebpf.tracefs import ensure_tracefs, has_tracepoint
+from sits.errors import KernelCallError, SitsError, UsageError
+
+BTF_PATH = "/sys/kernel/btf/vmlinux"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbePoint:
+    id: int          # enum sits_probe_id
+    name: str        # stable name used in reports and metrics
+    group: str       # what --probes selects
+    key: str         # what a row's key is
+    what: str        # one line for `probe list`
+    kind: str = ""  # threshold class: "decode", "buffer_wait" or ""
+
+
+POINTS: tuple[ProbePoint, ...] = (
+    ProbePoint(1, "sys_read", "syscalls", "fd", "read() latency"),
+    ProbePoint(2, "sys_write", "syscalls", "fd", "write() latency"),
+    ProbePoint(3, "sys_ioctl", "ioctl", "cmd", "ioctl() latency by command"),
+    ProbePoint(4, "sys_poll", "syscalls", "", "poll()/ppoll() latency"),
+    ProbePoint(5, "sys_epoll_wait", "syscalls", "epfd", "epoll_wait()/epoll_pwait() latency"),
+    ProbePoint(6, "sys_select", "syscalls", "", "select()/pselect6() latency"),
+    ProbePoint(10, "fence_signal", "fence", "context", "dma_fence emit (or init) -> signaled"),
+    ProbePoint(11, "fence_wait", "fence", "context", "dma_fence_wait start -> end", "buffer_wait"),
+    ProbePoint(20, "v4l2_qbuf_done", "v4l2", "buf_type", "vb2 QBUF -> buffer done (capture/output)"),
+    ProbePoint(21, "v4l2_done_dqbuf", "v4l2", "buf_type", "vb2 buffer done -> DQBUF", "buffer_wait"),
+    ProbePoint(30, "drm_vblank_deliver", "drm", "crtc", "drm vblank -> event delivered"),
+    ProbePoint(31, "drm_event_wait", "drm", "crtc", "drm vblank event queued -> delivered"),
+    ProbePoint(40, "avcodec_send_packet", "avcodec", "ret", "avcodec_send_packet() (decode)", "decode"),
+    ProbePoint(41, "avcodec_receive_frame", "avcodec", "ret", "avcodec_receive_frame() (decode)", "decode"),
+    ProbePoint(42, "avcodec_send_frame", "avcodec", "ret", "avcodec_send_frame() (encode)", "decode"),
+    ProbePoint(43, "avcodec_receive_packet", "avcodec", "ret", "avcodec_receive_packet() (encode)", "decode"),
+)
+POINT_BY_ID = {p.id: p for p in POINTS}
+POINT_BY_NAME = {p.name: p for p in POINTS}
+GROUPS = ("syscalls", "ioctl", "fence", "v4l2", "drm", "avcodec")
+DEFAULT_GROUPS = ("syscalls", "ioctl", "fence", "v4l2", "drm", "avcodec")
+
+AVCODEC_FUNCS = {
+    "avcodec_send_packet": 40,
+    "avcodec_receive_frame": 41,
+    "avcodec_send_frame": 42,
+    "avcodec_receive_packet": 43,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One BPF program of an object, the tracepoint it needs, its points."""
+    obj: str
+    name: str
+    points: tuple[int, ...]
+    tracepoint: tuple[str, str] | None = None  # (category, event) that must exist
+    needs_btf: bool = False
+    uprobe: bool = False
+
+
+PROGRAMS: tuple[Program, ...] = (
+    Program("syscalls", "sits_sys_enter", (1, 2, 3, 4, 5, 6), needs_btf=True),
+    Program("syscalls", "sits_sys_exit", (1, 2, 3, 4, 5, 6), needs_btf=True),
+    Program("fence", "sits_fence_init", (10,), ("dma_fence", "dma_fence_init")),
+    Program("fence", "sits_fence_emit", (10,), ("dma_fence", "dma_fence_emit")),
+    Program("fence", "sits_fence_signaled", (10,), ("dma_fence", "dma_fence_signaled")),
+    Program("fence", "sits_fence_destroy", (10,), ("dma_fence", "dma_fence_destroy")),
+    Program("fence", "sits_fence_wait_start", (11,), ("dma_fence", "dma_fence_wait_start")),
+    Program("fence", "sits_fence_wait_end", (11,), ("dma_fence", "dma_fence_wait_end")),
+    Program("media", "sits_vb2_qbuf", (20,), ("vb2", "vb2_qbuf")),
+    Program("media", "sits_vb2_buf_done", (20, 21), ("vb2", "vb2_buf_done")),
+    Program("media", "sits_vb2_dqbuf", (21,), ("vb2", "vb2_dqbuf")),
+    Program("media", "sits_drm_vblank", (30,), ("drm", "drm_vblank_event")),
+    Program("media", "sits_drm_event_queued", (30, 31), ("drm", "drm_vblank_event_queued")),
+    Program("media", "sits_drm_event_delivered", (30, 31), ("drm", "drm_vblank_event_delivered")),
+    Program("avcodec", "sits_av_enter", (40, 41, 42, 43), uprobe=True),
+    Program("avcodec", "sits_av_exit", (40, 41, 42, 43), uprobe=True),
+)
+#: a point is live only when every program it is listed in is attached
+_POINT_PROGRAMS = {p.id: [g for g in PROGRAMS if p.id in g.points] for p in POINTS}
+# the fence destroy program only cleans up; init/emit are alternatives
+_OPTIONAL = {"sits_fence_destroy", "sits_fence_init", "sits_fence_emit"}
+
+SHARED_MAPS = ("hist_a", "hist_b", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops",
+               "tracked", "events", "comms")
+DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full")
+HIST_VALUE_SIZE = 24 + 4 * SLOTS
+
+
+class RowKey(NamedTuple):
+    pid: int
+    tid: int
+    probe: int
+    key: int
+
+
+# -- environment ---------------------------------------------------------------
+
+def _cap_effective() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
+
+
+def check_privileges() -> None:
+    """Raise one clear SitsError unless we may load tracing programs."""
+    caps = _cap_effective()
+    if os.geteuid() == 0 or caps & (1 << CAP_SYS_ADMIN):
+        return
+    if caps & (1 << CAP_BPF) and caps & (1 << CAP_PERFMON):
+        return
+    raise SitsError("eBPF probes need root, or CAP_BPF and CAP_PERFMON "
+                    "(e.g. sudo sits probe ..., or setcap cap_bpf,cap_perfmon+ep)")
+
+
+def find_avcodec() -> str | None:
+    """The newest libavcodec.so.N on the usual library paths, or None."""
+    dirs = []
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    for base in ("/usr/lib", "/usr/local/lib", "/lib"):
+        if multiarch:
+            dirs.append(os.path.join(base, multiarch))
+        dirs.append(base)
+    dirs += ["/usr/lib64", "/lib64"]
+    found = []
+    for d in dirs:
+        for path in glob.glob(os.path.join(d, "libavcodec.so.*")):
+            suffix = path.rsplit(".so.", 1)[1]
+            if suffix.isdigit():
+                found.append((int(suffix), path))
+    if not found:
+        return None
+    return os.path.realpath(max(found)[1])
+
+
+def program_unavailable(prog: Program, *, avcodec_lib: str | None = None) -> str | None:
+    """Why `prog` cannot run on this machine, or None."""
+    if prog.needs_btf and not os.path.exists(BTF_PATH):
+        return f"no kernel BTF ({BTF_PATH}; needs CONFIG_DEBUG_INFO_BTF=y)"
+    if prog.tracepoint:
+        if ensure_tracefs() is None:
+            return "tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)"
+        cat, name = prog.tracepoint
+        if not has_tracepoint(cat, name):
+            return f"no {cat}:{name} tracepoint on this kernel"
+    if prog.uprobe:
+        if avcodec_lib is None:
+            return "libavcodec not found (install ffmpeg's libavcodec or pass --lib PATH)"
+        if not os.path.exists(avcodec_lib):
+            return f"{avcodec_lib}: no such library"
+    return None
+
+
+def point_availability(groups=GROUPS, *, avcodec_lib: str | None = None) -> list[tuple[ProbePoint, str | None]]:
+    """(point, reason it is unavailable or None) for `probe list`."""
+    if avcodec_lib is None:
+        avcodec_lib = find_avcodec()
+    out = []
+    for p in POINTS:
+        if p.group not in groups:
+            continue
+        reasons = [r for g in _POINT_PROGRAMS[p.id] if g.name not in _OPTIONAL
+                   for r in [program_unavailable(g, avcodec_lib=avcodec_lib)] if r]
+        if p.id == 10 and not reasons:
+            starts = [program_unavailable(g) for g in PROGRAMS if g.name in ("sits_fence_init", "sits_fence_emit")]
+            if all(starts):
+                reasons.append(starts[0])
+        out.append((p, reasons[0] if reasons else None))
+    return out
+
+
+def cgroup_id(path: str) -> int:
+    """The cgroup v2 id (inode number) of a cgroup directory."""
+    if not path.startswith("/"):
+        path = os.path.join("/sys/fs/cgroup", path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"--cgroup {path}: {exc.strerror}") from exc
+    return st.st_ino
+
+
+def kernel_info() -> dict:
+    u = platform.uname()
+    return {"release": u.release, "machine": u.machine, "btf": os.path.exists(BTF_PATH)}
+
+
+# -- the session ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Filters:
+    pids: tuple[int, ...] = ()
+    comm: str | None = None
+    cgroup: str | None = None
+    follow: bool = False  # also trace children of the tracked pids
+
+
+class ProbeSession:
+    """Loads and attaches the selected probe groups; `collect()` per interval.
+
+    Use as a context manager, or call close(): that destroys every link and
+    object, so nothing of ours stays attached.
+    """
+
+    def __init__(self, groups=DEFAULT_GROUPS, *, filters: Filters | None = None,
+                 per_thread: bool = False, hist: bool = True, stream: bool = False,
+                 ring_bytes: int = 16 << 20, avcodec_lib: str | None = None,
+                 stats: bool = False, bench_burst: int = 0):
+        unknown = [g for g in groups if g not in GROUPS and g != "bench"]
+        if unknown:
+            raise UsageError(f"unknown probe group(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(GROUPS)})")
+        if ring_bytes & (ring_bytes - 1) or ring_bytes < 4096:
+            raise UsageError("ring size must be a power of two of at least 4096 bytes")
+        self.groups = tuple(groups)
+        self.filters = filters or Filters()
+        self.per_thread = per_thread
+        self.hist = hist
+        self.stream = stream
+        self.ring_bytes = ring_bytes
+        self.avcodec_lib = avcodec_lib
+        self.stats = stats
+        self.bench_burst = bench_burst
+        self.objects: dict[str, BpfObject] = {}
+        self.attached: list[str] = []           # program names
+        self.skipped: dict[str, str] = {}       # point or program name -> reason
+        self.started_at: float | None = None
+        self._stats_fd = -1
+        self._fds: dict[str, int] = {}
+        self._active = "hist_a"
+        self._ffi = self._lib = None
+        self._last_collect = None
+
+    # -- lifecycle --------------------------------------------------------------
+    def start(self) -> "ProbeSession":
+        check_privileges()
+        self._ffi, self._lib = libbpf.load()
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _wanted_programs(self) -> list[Program]:
+        want = []
+        for prog in PROGRAMS:
+            groups = {POINT_BY_ID[i].group for i in prog.points}
+            if groups & set(self.groups):
+                want.append(prog)
+        return want
+
+    def _start(self) -> None:
+        ensure_tracefs()
+        if self.avcodec_lib is None and "avcodec" in self.groups:
+            self.avcodec_lib = find_avcodec()
+        if self.stats:
+            self._stats_fd = self._lib.bpf_enable_stats(self._lib.BPF_STATS_RUN_TIME)
+        programs = self._wanted_programs()
+        runnable: dict[str, list[Program]] = {}
+        for prog in programs:
+            reason = program_unavailable(prog, avcodec_lib=self.avcodec_lib)
+            if reason:
+                self.skipped[prog.name] = reason
+            else:
+                runnable.setdefault(prog.obj, []).append(prog)
+
+        session = self._open("session", first=True)
+        session.load()
+        for name in SHARED_MAPS:
+            self._fds[name] = session.map_fd(name)
+        self._set_active("hist_a", wait=False)  # nothing attached yet
+        for pid in self.filters.pids:
+            self.track(pid)
+        if self.filters.follow:
+            follow = self._open("follow")
+            follow.load()
+            follow.attach("sits_follow_fork")
+
+        objects = list(runnable)
+        if "bench" in self.groups:
+            objects.append("bench")
+        for objname in objects:
+            obj = self._open(objname)
+            progs = runnable.get(objname, [])
+            names = {p.name for p in progs}
+            for pname in obj.program_names():
+                obj.set_autoload(pname, pname in names or objname == "bench")
+            try:
+                obj.load()
+            except KernelCallError as exc:
+                for p in progs:
+                    self.skipped[p.name] = f"load failed: {exc}"
+                self.objects.pop(objname).close()
+                continue
+            for prog in progs:
+                try:
+                    if prog.uprobe:
+                        self._attach_avcodec(obj, prog)
+                    else:
+                        obj.attach(prog.name)
+                    self.attached.append(prog.name)
+                except KernelCallError as exc:
+                    self.skipped[prog.name] = f"attach failed: {exc}"
+            if objname == "bench":
+                obj.attach("sits_bench_burst")
+        self.started_at = time.monotonic()
+        self._last_collect = self.started_at
+
+    def _attach_avcodec(self, obj: BpfObject, prog: Program) -> None:
+        ret = prog.name == "sits_av_exit"
+        for func, pid in AVCODEC_FUNCS.items():
+            if POINT_BY_ID[pid].group in self.groups:
+                obj.attach_uprobe(prog.name, self.avcodec_lib, func, retprobe=ret, cookie=pid)
+
+    def _open(self, name: str, first: bool = False) -> BpfObject:
+        obj = BpfObject(program_path(name))
+        self.objects[name] = obj
+        cfg = obj.section(".rodata.cfg", "struct sits_config *")
+        cfg.self_pid = os.getpid()
+        cfg.filter_pids = bool(self.filters.pids)
+        cfg.per_thread = self.per_thread
+        cfg.hist = self.hist
+        cfg.stream = self.stream
+        cfg.bench_burst = self.bench_burst
+        if self.filters.cgroup:
+            cfg.filter_cgroup = cgroup_id(self.filters.cgroup)
+        if self.filters.comm:
+            comm = self.filters.comm.encode()[:15]
+            for i, b in enumerate(comm):
+                cfg.filter_comm[i] = bytes([b])
+        mask = 0
+        for p in POINTS:
+            if p.group in self.groups:
+                mask |= 1 << p.id
+        if "bench" in self.groups:
+            mask |= 1 << 60
+        cfg.probe_mask = mask
+        if first:
+            ring = self.ring_bytes if self.stream else 4096
+            libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("events"), ring),
+                             "bpf_map__set_max_entries", "events")
+        else:
+            for m in SHARED_MAPS:
+                libbpf.check_int(self._lib.bpf_map__reuse_fd(obj.map(m), self._fds[m]),
+                                 "bpf_map__reuse_fd", m)
+        return obj
+
+    def close(self) -> None:
+        """Destroy every link and object (idempotent)."""
+        for obj in reversed(list(self.objects.values())):
+            obj.close()
+        self.objects.clear()
+        if self._stats_fd >= 0:
+            os.close(self._stats_fd)
+            self._stats_fd = -1
+
+    def __enter__(self):
+        return self.start() if not self.objects else self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- maps -----------------------------------------------------------------------
+    def map_fd(self, name: str) -> int:
+        return self._fds[name]
+
+    def track(self, pid: int) -> None:
+        """Trace `pid` (with --pid / a followed command)."""
+        ffi = self._ffi
+        key = ffi.new("__u32 *", pid)
+        one = ffi.new("char *", b"\x01")
+        libbpf.check_int(self._lib.bpf_map_update_elem(self._fds["tracked"], key, one, 0),
+                         "bpf_map_update_elem", "tracked")
+
+    def _set_active(self, name: str, *, wait: bool = True) -> None:
+        ffi, lib = self._ffi, self._lib
+        key = ffi.new("__u32 *", 0)
+        val = ffi.new("__u32 *", name == "hist_b")
+        libbpf.check_int(lib.bpf_map_update_elem(self._fds["active"], key, val, 0),
+                         "bpf_map_update_elem", "active")
+        self._active = name
+        if wait:
+            # returns after an RCU grace period: no program still sees the old map
+            val[0] = self._fds["rcu_inner"]
+            libbpf.check_int(lib.bpf_map_update_elem(self._fds["rcu_sync"], key, val, 0),
+                             "bpf_map_update_elem", "rcu_sync")
+
+    @property
+    def ncpus(self) -> int:
+        return libbpf.check_int(self._lib.libbpf_num_possible_cpus(), "libbpf_num_possible_cpus")
+
+    def collect(self) -> tuple[dict[RowKey, Histogram], float]:
+        """Swap the histogram maps and return the interval that ended:
+        ({row: histogram}, seconds since the previous collect())."""
+        idle = self._active
+        self._set_active("hist_b" if idle == "hist_a" else "hist_a")  # waits for RCU
+        now = time.monotonic()
+        elapsed, self._last_collect = now - self._last_collect, now
+        return self._drain(self._fds[idle]), elapsed
+
+    def _drain(self, fd: int) -> dict[RowKey, Histogram]:
+        ffi, lib = self._ffi, self._lib
+        ncpu = self.ncpus
+        stride = HIST_VALUE_SIZE  # already a multiple of 8
+        rows: dict[RowKey, Histogram] = {}
+        batch = 64
+        opts = ffi.new("struct bpf_map_batch_opts *")
+        opts.sz = ffi.sizeof("struct bpf_map_batch_opts")
+        token_in = ffi.new("char[]", 32)
+        token_out = ffi.new("char[]", 32)
+        first = True
+        while True:
+            keys = ffi.new("struct sits_hist_key[]", batch)
+            vals = ffi.new("char[]", batch * ncpu * stride)
+            count = ffi.new("__u32 *", batch)
+            ret = lib.bpf_map_lookup_and_delete_batch(
+                fd, ffi.NULL if first else token_in, token_out, keys, vals, count, opts)
+            err = -ret if ret < 0 else 0
+            if err == errno.ENOSPC and count[0] == 0:
+                batch *= 4  # a bucket holds more keys than the batch
+                continue
+            if err and err != errno.ENOENT:
+                raise KernelCallError(err, "bpf_map_lookup_and_delete_batch")
+            self._decode(rows, keys, vals, count[0], ncpu, stride)
+            if err == errno.ENOENT:
+                return rows
+            first = False
+            token_in, token_out = token_out, token_in
+
+    def _decode(self, rows, keys, vals, n, ncpu, stride) -> None:
+        words = memoryview(self._ffi.buffer(vals)).cast("I")
+        wstride = stride // 4
+        for i in range(n):
+            k = keys[i]
+            rk = RowKey(k.pid, k.tid, k.probe, k.key)
+            h = rows.get(rk)
+            if h is None:
+                h = rows[rk] = Histogram()
+            for c in range(ncpu):
+                base = (i * ncpu + c) * wstride
+                cnt = words[base] | words[base + 1] << 32
+                if not cnt:
+                    continue
+                h.count += cnt
+                h.sum_ns += words[base + 2] | words[base + 3] << 32
+                mx = words[base + 4] | words[base + 5] << 32
+                if mx > h.max_ns:
+                    h.max_ns = mx
+                seg = words[base + 6: base + 6 + SLOTS]
+                slots = h.slots
+                for s, v in enumerate(seg):
+                    if v:
+                        slots[s] = slots.get(s, 0) + v
+        # drop rows whose every CPU copy was empty
+        for rk in [rk for rk, h in rows.items() if not h.count]:
+            del rows[rk]
+
+    def drops(self) -> dict[str, int]:
+        """Samples not counted, by cause, since start (always reported)."""
+        ffi, lib = self._ffi, self._lib
+        ncpu = self.ncpus
+        out = {}
+        vals = ffi.new("__u64[]", ncpu)
+        key = ffi.new("__u32 *")
+        for i, name in enumerate(DROP_NAMES):
+            key[0] = i
+            libbpf.check_int(lib.bpf_map_lookup_elem(self._fds["drops"], key, vals),
+                             "bpf_map_lookup_elem", "drops")
+            out[name] = sum(vals[c] for c in range(ncpu))
+        return out
+
+    def comms(self, pids) -> dict[int, str]:
+        """Process names recorded in-kernel when a pid's first row appeared
+        (so an exited process is still named)."""
+        ffi, lib = self._ffi, self._lib
+        key = ffi.new("__u32 *")
+        val = ffi.new("char[16]")
+        out = {}
+        for pid in pids:
+            key[0] = pid
+            if lib.bpf_map_lookup_elem(self._fds["comms"], key, val) == 0:
+                out[pid] = ffi.string(val).decode(errors="replace")
+        return out
+
+    def program_stats(self) -> list[dict]:
+        """Per attached program: run count and CPU time spent in it (needs
+        stats=True: kernel run-time accounting is on only while we ask)."""
+        out = []
+        for obj in self.objects.values():
+            for name in obj.program_names():
+                prog = obj.program(name)
+                fd = self._lib.bpf_program__fd(prog)
+                if fd < 0:
+                    continue
+                info = {}
+                try:
+                    with open(f"/proc/self/fdinfo/{fd}") as f:
+                        for line in f:
+                            k, _, v = line.partition(":")
+                            if k in ("run_time_ns", "run_cnt"):
+                                info[k] = int(v)
+                except OSError:
+                    continue
+                out.append({"program": name, "run_cnt": info.get("run_cnt", 0),
+                            "run_time_ns": info.get("run_time_ns", 0)})
+        return out
+
+    def attached_points(self) -> list[ProbePoint]:
+        return [p for p in POINTS if p.group in self.groups and self.point_reason(p) is None]
+
+    def point_reason(self, p: ProbePoint) -> str | None:
+        """None when `p` is live in this session, else why not."""
+        if p.group not in self.groups:
+            return "not selected"
+        attached = set(self.attached)
+        progs = _POINT_PROGRAMS[p.id]
+        required = [g for g in progs if g.name not in _OPTIONAL]
+        for g in required:
+            if g.name not in attached:
+                return self.skipped.get(g.name, "not attached")
+        optional = [g for g in progs if g.name in _OPTIONAL and g.name != "sits_fence_destroy"]
+        if optional and not any(g.name in attached for g in optional):
+            return self.skipped.get(optional[0].name, "not attached")
+        return None

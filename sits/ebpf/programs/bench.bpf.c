@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Synthetic event producer for the streaming benchmark
+ * (tools/bench/ebpf_bench.py): each getppid() of a tracked process emits
+ * cfg.bench_burst events through record(), the same path real probes use. */
+#include "common.bpf.h"
+
+#if defined(__TARGET_ARCH_x86)
+#define NR_getppid 110
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_getppid 173
+#endif
+
+static long emit_one(__u64 i, void *ctx)
+{
+	record(cfg.self_pid + 1, 0, SITS_P_BENCH, i, i);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sits_bench_burst, struct pt_regs *regs, long nr)
+{
+	if (nr != NR_getppid || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	bpf_loop(cfg.bench_burst, emit_one, NULL, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Maps every sits object declares identically (user space creates them with
+ * the first object, session.bpf.c, and hands the same fds to the others
+ * with bpf_map__reuse_fd), the filter, and the histogram update. */
+#ifndef SITS_COMMON_BPF_H
+#define SITS_COMMON_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sits_probe.h"
+
+#define EEXIST 17
+
+const volatile struct sits_config cfg SEC(".rodata.cfg") = {};
+
+/* Two histogram maps; `active` says which one programs fill. Per interval
+ * user space flips `active`, waits until no program can still be using the
+ * other map (an update of the array-of-maps `rcu_sync` returns only after an
+ * RCU grace period: the kernel's maybe_wait_bpf_programs()), then reads and
+ * clears the idle map. No sample lands between read and clear. */
+struct sits_hist_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sits_hist_key);
+	__type(value, struct sits_hist);
+} hist_a SEC(".maps"), hist_b SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} active SEC(".maps");
+
+struct rcu_sync_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} rcu_inner SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct rcu_sync_inner);
+} rcu_sync SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sits_hist);
+} zero_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SITS_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} tracked SEC(".maps");
+
+/* Process names, written when a pid's first row appears, so that a
+ * process that has exited by the time user space looks is still named. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, char[SITS_COMM_LEN]);
+} comms SEC(".maps");
+
+/* Streaming: sized by user space before the first load (one page when
+ * streaming is off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+static __always_inline void count_drop(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &what);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline bool probe_enabled(__u32 probe)
+{
+	return cfg.probe_mask & (1ULL << (probe & 63));
+}
+
+static __always_inline bool wanted(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	if (tgid == cfg.self_pid)
+		return false;
+	if (cfg.filter_pids && !bpf_map_lookup_elem(&tracked, &tgid))
+		return false;
+	if (cfg.filter_cgroup && bpf_get_current_cgroup_id() != cfg.filter_cgroup)
+		return false;
+	if (cfg.filter_comm[0]) {
+		char comm[SITS_COMM_LEN];
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < SITS_COMM_LEN; i++) {
+			if (comm[i] != cfg.filter_comm[i])
+				return false;
+			if (!comm[i])
+				break;
+		}
+	}
+	return true;
+}
+
+static __always_inline __u32 log2_u32(__u32 v)
+{
+	__u32 r, shift;
+
+	r = (v > 0xFFFF) << 4; v >>= r;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 hi = v >> 32;
+
+	return hi ? log2_u32(hi) + 32 : log2_u32(v);
+}
+
+/* See sits_probe.h for the slot layout. */
+static __always_inline __u32 hist_slot(__u64 v)
+{
+	__u32 e, slot;
+
+	if (v < (1 << SITS_SUB_BITS))
+		return v;
+	e = log2_u64(v);
+	slot = ((e - SITS_SUB_BITS + 1) << SITS_SUB_BITS) +
+	       ((v >> (e - SITS_SUB_BITS)) - (1 << SITS_SUB_BITS));
+	return slot < SITS_HIST_SLOTS ? slot : SITS_HIST_SLOTS - 1;
+}
+
+static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key, __u64 delta)
+{
+	if (cfg.stream) {
+		struct sits_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+		if (e) {
+			e->ts_ns = bpf_ktime_get_ns();
+			e->delta_ns = delta;
+			e->key = key;
+			e->pid = pid;
+			e->tid = tid;
+			e->probe = probe;
+			e->pad = 0;
+			/* user space drains on its own clock; no wakeup per event */
+			bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		} else {
+			count_drop(SITS_DROP_RINGBUF);
+		}
+	}
+	if (!cfg.hist)
+		return;
+
+	struct sits_hist_key k = {
+		.pid = pid,
+		.tid = cfg.per_thread ? tid : 0,
+		.probe = probe,
+		.key = key,
+	};
+	__u32 zero = 0, *which = bpf_map_lookup_elem(&active, &zero);
+	void *map = which && *which ? (void *)&hist_b : (void *)&hist_a;
+	struct sits_hist *h;
+
+	h = bpf_map_lookup_elem(map, &k);
+	if (!h) {
+		struct sits_hist *z = bpf_map_lookup_elem(&zero_hist, &zero);
+		long err;
+
+		if (!z)
+			return;
+		err = bpf_map_update_elem(map, &k, z, BPF_NOEXIST);
+		if (err && err != -EEXIST) {
+			count_drop(SITS_DROP_HIST_FULL);
+			return;
+		}
+		h = bpf_map_lookup_elem(map, &k);
+		if (!h)
+			return;
+		if (pid == bpf_get_current_pid_tgid() >> 32) {
+			char comm[SITS_COMM_LEN];
+
+			bpf_get_current_comm(comm, sizeof(comm));
+			bpf_map_update_elem(&comms, &pid, comm, BPF_ANY);
+		}
+	}
+	/* per-CPU value: this CPU only, so plain increments */
+	h->count++;
+	h->sum_ns += delta;
+	if (delta > h->max_ns)
+		h->max_ns = delta;
+	__u32 slot = hist_slot(delta);
+
+	barrier_var(slot);  /* keep the compiler from dropping the bound check */
+	if (slot < SITS_HIST_SLOTS)
+		h->slots[slot]++;
+}
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/* What the BPF programs and user space agree on: probe point ids, the
+ * histogram key and value, the streamed event, drop counters and the
+ * .rodata configuration. User space sees the same structs through
+ * csrc/libbpf.cdef (checked against this object's BTF by
+ * tests/unit/test_ebpf_layout.py), so change both together. */
+#ifndef SITS_PROBE_H
+#define SITS_PROBE_H
+
+/* Histogram: values in ns; 16 linear sub-buckets per power of two, so a
+ * bucket is at most 1/16 of its lower bound wide and a quantile read from
+ * it is within ~3% (midpoint) before interpolation. Slot i < 16 holds the
+ * value i; above, slot 16*(e-3)+m holds [(16+m) << (e-4), (17+m) << (e-4))
+ * where e = floor(log2 v). 608 slots reach 2^41 ns (~36 min). */
+#define SITS_SUB_BITS 4
+#define SITS_HIST_SLOTS 608
+#define SITS_COMM_LEN 16
+#define SITS_NAME_LEN 32
+
+enum sits_probe_id {
+	SITS_P_NONE = 0,
+	SITS_P_SYS_READ = 1,
+	SITS_P_SYS_WRITE = 2,
+	SITS_P_SYS_IOCTL = 3,
+	SITS_P_SYS_POLL = 4,
+	SITS_P_SYS_EPOLL_WAIT = 5,
+	SITS_P_SYS_SELECT = 6,
+	SITS_P_FENCE_SIGNAL = 10,
+	SITS_P_FENCE_WAIT = 11,
+	SITS_P_V4L2_QBUF_DONE = 20,
+	SITS_P_V4L2_DONE_DQBUF = 21,
+	SITS_P_DRM_VBLANK_DELIVER = 30,
+	SITS_P_DRM_EVENT_WAIT = 31,
+	SITS_P_AV_SEND_PACKET = 40,
+	SITS_P_AV_RECEIVE_FRAME = 41,
+	SITS_P_AV_SEND_FRAME = 42,
+	SITS_P_AV_RECEIVE_PACKET = 43,
+	SITS_P_BENCH = 60,
+	SITS_P_MAX = 64
+};
+
+enum sits_drop {
+	SITS_DROP_RINGBUF = 0,      /* ringbuf reserve failed: event lost */
+	SITS_DROP_HIST_FULL = 1,    /* histogram map full: sample not counted */
+	SITS_DROP_START_FULL = 2,   /* no room to remember a start time */
+	SITS_DROP_NAMES_FULL = 3,   /* fence timeline names map full */
+	SITS_DROP_MAX = 8
+};
+
+/* Rows are per (pid, tid, probe, key); tid is 0 unless per_thread. The key
+ * is the fd for read/write, the command for ioctl, the fence context, the
+ * buffer type, the CRTC, or the return code of an avcodec call. */
+struct sits_hist_key {
+	__u32 pid;
+	__u32 tid;
+	__u32 probe;
+	__u32 pad;
+	__u64 key;
+};
+
+struct sits_hist {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u32 slots[SITS_HIST_SLOTS];
+};
+
+/* One streamed sample (ringbuf), 40 bytes. */
+struct sits_event {
+	__u64 ts_ns;
+	__u64 delta_ns;
+	__u64 key;
+	__u32 pid;
+	__u32 tid;
+	__u32 probe;
+	__u32 pad;
+};
+
+struct sits_fence_name {
+	char driver[SITS_NAME_LEN];
+	char timeline[SITS_NAME_LEN];
+};
+
+struct sits_config {
+	__u32 self_pid;      /* never trace ourselves */
+	__u32 filter_pids;   /* only tgids present in the `tracked` map */
+	__u32 per_thread;    /* fill hist_key.tid */
+	__u32 hist;          /* aggregate in-kernel histograms */
+	__u64 filter_cgroup; /* cgroup v2 id, 0 = any */
+	char filter_comm[SITS_COMM_LEN]; /* "" = any */
+	__u64 probe_mask;    /* bit per enum sits_probe_id */
+	__u32 stream;        /* emit one sits_event per sample */
+	__u32 bench_burst;   /* bench.bpf.c: events per trigger */
+};
+
+#endif
