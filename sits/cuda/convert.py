@@ -1,0 +1,261 @@
+"""The CUDA conversion stage: frames in, one fused kernel per batch, a tensor out.
+
+    plan = make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224, dtype="float16"))
+    conv = FrameConverter(plan, max_batch=32)
+    batch = conv.convert([HostFrame(buf, sequence=s, timestamp_ns=t) for ...])
+    logits = model(torch.from_dlpack(batch))
+
+Frames are read where they are: device memory, or host memory registered
+once per buffer (`HostFrame`, the `host-registered` path: the kernel reads
+the mapped pages over PCIe, no CPU copy). Plain numpy frames take the
+`staged` path (a pinned bounce buffer, then a device copy; `zero_copy` is
+False). Each batch size is captured once as a CUDA graph (pointer-table
+upload + kernel) and replayed with the new frames' addresses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from sits.cuda import kernel as K
+from sits.cuda.formats import DTYPES, Plan
+from sits.cuda.hostmem import HostRegistry
+from sits.cuda.runtime import cupy, out_of_memory
+from sits.errors import UsageError
+
+H2D = 1  # cudaMemcpyHostToDevice
+
+
+@dataclasses.dataclass
+class HostFrame:
+    """A frame in host memory sits allocated (a memfd capture buffer).
+
+    `buffer` has `address` and `size` (MemfdBuffer); the frame starts at
+    `offset`. `sequence`/`timestamp_ns` are V4L2's, carried to the batch.
+    """
+
+    buffer: object
+    sequence: int = -1
+    timestamp_ns: int = -1
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class DeviceFrame:
+    """A frame already in device memory (a CuPy array, or anything with
+    __cuda_array_interface__), e.g. an ingest ring buffer."""
+
+    array: object
+    sequence: int = -1
+    timestamp_ns: int = -1
+
+
+@functools.cache
+def _module():
+    cp = cupy()
+    source = K.KERNEL_SOURCE_PATH.read_text()
+    names = K.all_kernel_names()
+    try:
+        mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
+        mod.compile()
+    except cp.cuda.compiler.CompileException:
+        # NVRTC without cuda_fp16.h on its path: let nvcc find the toolkit's headers.
+        mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=names, backend="nvcc")
+        mod.compile()
+    return mod
+
+
+class FrameBatch:
+    """A converted batch: the tensor plus the frames' V4L2 sequence numbers and
+    timestamps. Exports __dlpack__ and __cuda_array_interface__ (the
+    tensor's, with the producing stream), so torch.from_dlpack(batch) and
+    cupy.asarray(batch) share its memory; `event` completes when the kernel
+    is done (and so has finished reading the frames)."""
+
+    def __init__(self, tensor, stream, event, sequences, timestamps_ns, import_path: str, zero_copy: bool):
+        self.tensor = tensor
+        self.stream = stream
+        self.event = event
+        self.sequences = np.asarray(sequences, dtype=np.int64)
+        self.timestamps_ns = np.asarray(timestamps_ns, dtype=np.int64)
+        self.import_path = import_path
+        self.zero_copy = zero_copy
+
+    def __len__(self) -> int:
+        return int(self.tensor.shape[0])
+
+    def __dlpack__(self, **kwargs):
+        with self.stream:  # the consumer's stream waits on ours
+            return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        cai = dict(self.tensor.__cuda_array_interface__)
+        cai["stream"] = self.stream.ptr or 1
+        return cai
+
+    @property
+    def done(self) -> bool:
+        return self.event.done
+
+    def wait(self, stream) -> None:
+        """Make `stream` (a CuPy stream) wait for this batch."""
+        stream.wait_event(self.event)
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+
+
+class _Slot:
+    """One in-flight launch's pointer table (pinned host + device) and graphs."""
+
+    def __init__(self, cp, max_batch: int):
+        import cupyx
+
+        n = 1 + 2 * max_batch
+        self.host = cupyx.empty_pinned((n,), dtype=np.uint64)
+        self.dev = cp.empty((n,), dtype=np.uint64)
+        self.free = cp.cuda.Event(disable_timing=True)  # the table was read
+        self.free.record()
+        self.graphs: dict[int, object] = {}
+        self.staging = None
+
+
+class FrameConverter:
+    def __init__(self, plan: Plan, *, max_batch: int = 64, stream=None, slots: int = 3,
+                 use_graphs: bool = True, registry: HostRegistry | None = None):
+        cp = cupy()
+        self.plan = plan
+        self.max_batch = max_batch
+        self._grid_for = functools.partial(K.launch_shape, plan)
+        _, _, self._smem = self._grid_for(max_batch)  # refuses bad sizes now, not per frame
+        try:
+            self._kernel = _module().get_function(K.kernel_name(plan))
+            if self._smem > 48 * 1024:
+                self._kernel.max_dynamic_shared_size_bytes = self._smem
+            self.registers = self._kernel.num_regs  # loads the module outside any capture
+            self._params = cp.asarray(K.pack_params(plan))
+            self.stream = stream or cp.cuda.Stream(non_blocking=True)
+            self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
+        except Exception as exc:
+            oom = out_of_memory(exc, "setting up the conversion")
+            if oom:
+                raise oom from None
+            raise
+        self._next = 0
+        self.use_graphs = use_graphs
+        self.registry = registry if registry is not None else HostRegistry()
+        self.graph_captures = 0
+        self.launches = 0
+
+    # -- frames -> plane addresses -------------------------------------------------
+    def _planes(self, frame) -> tuple[tuple[int, int], str]:
+        need = self.plan.src.frame_bytes
+        if isinstance(frame, HostFrame):
+            if frame.offset + need > frame.buffer.size:
+                raise UsageError(f"frame of {need} B at offset {frame.offset} overruns its "
+                                 f"{frame.buffer.size} B buffer")
+            reg = self.registry.register(frame.buffer)
+            return K.frame_planes(reg.device_pointer + frame.offset, self.plan), "host-registered"
+        array = frame.array if isinstance(frame, DeviceFrame) else frame
+        cai = getattr(array, "__cuda_array_interface__", None)
+        if cai is None:
+            raise UsageError(f"cannot convert a {type(frame).__name__}: give a HostFrame, a DeviceFrame, "
+                             "a device array, or a numpy array (staged)")
+        nbytes = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
+        if cai.get("strides") is not None and not (hasattr(array, "flags") and array.flags.c_contiguous):
+            raise UsageError("device frames must be contiguous")
+        if nbytes < need:
+            raise UsageError(f"device frame of {nbytes} B is smaller than the format's {need} B")
+        return K.frame_planes(cai["data"][0], self.plan), "device"
+
+    def _stage(self, slot: _Slot, frames: list[np.ndarray]) -> list[tuple[int, int]]:
+        """The staged path: numpy frames -> pinned bounce buffer -> device staging."""
+        cp = cupy()
+        import cupyx
+
+        need = self.plan.src.frame_bytes
+        if slot.staging is None:
+            slot.staging = (cupyx.empty_pinned((self.max_batch, need), np.uint8),
+                            cp.empty((self.max_batch, need), np.uint8))
+        bounce, dev = slot.staging
+        for i, f in enumerate(frames):
+            flat = np.asarray(f, dtype=np.uint8).reshape(-1)
+            if flat.size < need:
+                raise UsageError(f"frame of {flat.size} B is smaller than the format's {need} B")
+            bounce[i] = flat[:need]
+        cp.cuda.runtime.memcpyAsync(dev.data.ptr, bounce.ctypes.data, len(frames) * need, H2D, self.stream.ptr)
+        return [K.frame_planes(dev.data.ptr + i * need, self.plan) for i in range(len(frames))]
+
+    # -- launching -----------------------------------------------------------------
+    def _enqueue(self, slot: _Slot, n: int) -> None:
+        cp = cupy()
+        grid, block, smem = self._grid_for(n)
+        cp.cuda.runtime.memcpyAsync(slot.dev.data.ptr, slot.host.ctypes.data, (1 + 2 * n) * 8, H2D,
+                                    self.stream.ptr)
+        with self.stream:
+            self._kernel(grid, block, (self._params, slot.dev), shared_mem=smem)
+
+    def convert(self, frames, *, out=None, graph: bool | None = None) -> FrameBatch:
+        """Convert a batch (1..max_batch frames) with one kernel launch."""
+        cp = cupy()
+        frames = list(frames)
+        n = len(frames)
+        if not 1 <= n <= self.max_batch:
+            raise UsageError(f"batch of {n} frames; this converter takes 1 to {self.max_batch}")
+        shape = self.plan.out_shape(n)
+        dtype = DTYPES[self.plan.out.dtype]
+        try:
+            if out is None:
+                with self.stream:
+                    out = cp.empty(shape, dtype=dtype)
+            elif tuple(out.shape) != shape or out.dtype != dtype or not out.flags.c_contiguous:
+                raise UsageError(f"out must be a contiguous {self.plan.out.dtype} array of shape {shape}")
+            slot = self._slots[self._next]
+            self._next = (self._next + 1) % len(self._slots)
+            slot.free.synchronize()  # its previous launch has read the table (long done, normally)
+            staged = [f for f in frames if isinstance(f, np.ndarray)]
+            if staged and len(staged) != n:
+                raise UsageError("a batch is either all numpy (staged) frames or none")
+            if staged:
+                planes = self._stage(slot, staged)
+                path, zero_copy = "staged", False
+            else:
+                resolved = [self._planes(f) for f in frames]
+                planes = [p for p, _ in resolved]
+                kinds = {k for _, k in resolved}
+                path, zero_copy = (kinds.pop() if len(kinds) == 1 else "mixed"), True
+            slot.host[:1 + 2 * n] = K.pointer_table(out.data.ptr, planes, self.plan)
+            use_graph = self.use_graphs if graph is None else graph
+            if use_graph and not staged:
+                g = slot.graphs.get(n)
+                if g is None:
+                    self.stream.begin_capture()
+                    try:
+                        self._enqueue(slot, n)
+                    finally:
+                        g = self.stream.end_capture()
+                    slot.graphs[n] = g
+                    self.graph_captures += 1
+                g.launch(self.stream)
+            else:
+                self._enqueue(slot, n)
+            slot.free.record(self.stream)
+            event = cp.cuda.Event(disable_timing=True)
+            event.record(self.stream)
+        except UsageError:
+            raise
+        except Exception as exc:
+            oom = out_of_memory(exc, f"converting a batch of {n}")
+            if oom:
+                raise oom from None
+            raise
+        self.launches += 1
+        seqs = [getattr(f, "sequence", -1) for f in frames]
+        stamps = [getattr(f, "timestamp_ns", -1) for f in frames]
+        return FrameBatch(out, self.stream, event, seqs, stamps, path, zero_copy)

@@ -1,0 +1,144 @@
+"""Bridging CUDA completion to the pipeline's one poll loop.
+
+The capture pipeline hands frames to a `CudaFrameSink` with `submit(frame,
+on_done)`; `on_done()` (typically `lease.release`) is called only after the
+CUDA work that reads the frame has completed, never earlier, and always
+from the poll loop's thread (inside `dispatch()`), never from a CUDA thread.
+
+How the loop learns of completion without busy-waiting: after each batch
+the sink records a CUDA event and enqueues a host function on the stream
+that writes to an eventfd; `fileno()` is that eventfd. The host function is
+only a wake-up: `dispatch()` releases exactly the frames whose events
+cuEventQuery reports complete. Deadline-driven batching uses `timeout()`
+as the select timeout.
+
+    sel.register(sink, EVENT_READ)
+    while running:
+        for key, _ in sel.select(sink.timeout()):
+            ...
+        sink.dispatch()
+"""
+from __future__ import annotations
+
+import collections
+import os
+import time
+from typing import Callable
+
+from sits.cuda.batcher import DynamicBatcher
+from sits.cuda.convert import FrameBatch, FrameConverter
+from sits.fd import FdOwner
+
+
+class CompletionQueue(FdOwner):
+    """Callbacks that wait for CUDA events; the eventfd wakes the poll loop."""
+
+    __slots__ = ("_pending", "_wake_cb")
+
+    def __init__(self):
+        super().__init__(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
+        self._pending: collections.deque = collections.deque()
+        fd = self._fd
+
+        def wake(_arg, fd=fd):  # runs on a CUDA driver thread: no CUDA calls here
+            try:
+                os.eventfd_write(fd, 1)
+            except OSError:
+                pass
+        self._wake_cb = wake
+
+    def watch(self, stream, event, callback: Callable[[], None]) -> None:
+        """Call `callback` from `dispatch()` once `event` (recorded on `stream`) completes."""
+        self._pending.append((event, callback))
+        stream.launch_host_func(self._wake_cb, None)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def dispatch(self) -> int:
+        """Run the callbacks whose events completed; returns how many ran."""
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass
+        ran = 0
+        keep = collections.deque()
+        while self._pending:
+            event, callback = self._pending.popleft()
+            if event.done:
+                callback()
+                ran += 1
+            else:
+                keep.append((event, callback))
+        self._pending = keep
+        return ran
+
+    def drain(self) -> int:
+        """Wait for every watched event, then run all callbacks (shutdown)."""
+        for event, _ in self._pending:
+            event.synchronize()
+        return self.dispatch()
+
+
+class CudaFrameSink:
+    """Frames in (`submit`), converted batches out (`on_batch`), leases back (`on_done`).
+
+    `frame` is anything `FrameConverter.convert` takes (HostFrame for memfd
+    capture buffers). Batches are formed by `batcher` (a DynamicBatcher; the
+    default flushes every frame at once) and handed to `on_batch(batch)` as
+    soon as their kernel is enqueued; a consumer orders its own work after
+    it with `batch.wait(stream)` or DLPack's stream hand-shake.
+    """
+
+    def __init__(self, converter: FrameConverter, on_batch: Callable[[FrameBatch], None],
+                 batcher: DynamicBatcher | None = None, clock: Callable[[], float] = time.monotonic):
+        self.converter = converter
+        self.on_batch = on_batch
+        self.batcher = batcher or DynamicBatcher(1.0, max_batch=1)
+        self.clock = clock
+        self.completions = CompletionQueue()
+        self.released = 0
+
+    def fileno(self) -> int:
+        return self.completions.fileno()
+
+    def submit(self, frame, on_done: Callable[[], None]) -> None:
+        now = self.clock()
+        self.batcher.add((frame, on_done), now)
+        if self.batcher.due(now):
+            self._flush()
+
+    def timeout(self) -> float | None:
+        return self.batcher.timeout(self.clock())
+
+    def dispatch(self) -> int:
+        """Release finished frames and flush a due batch; call when fileno() is
+        readable or timeout() has passed."""
+        ran = self.completions.dispatch()
+        while self.batcher.due(self.clock()):
+            self._flush()
+        return ran
+
+    def _flush(self) -> None:
+        items = self.batcher.take()
+        if not items:
+            return
+        frames = [f for f, _ in items]
+        dones = [d for _, d in items]
+        started = self.clock()
+        batch = self.converter.convert(frames)
+
+        def finished(dones=dones, n=len(items), started=started):
+            self.batcher.observe(n, self.clock() - started)
+            for done in dones:
+                done()
+            self.released += len(dones)
+        self.completions.watch(self.converter.stream, batch.event, finished)
+        self.on_batch(batch)
+
+    def close(self) -> None:
+        """Flush what is queued, wait for the GPU, release every lease."""
+        while len(self.batcher):
+            self._flush()
+        self.completions.drain()
+        self.completions.close()

@@ -1,0 +1,189 @@
+"""The fused kernel on the GPU against the numpy oracle, graphs, DLPack,
+host-registered memfd frames, the completion bridge, the probe, faults."""
+import itertools
+import select
+
+import numpy as np
+import pytest
+
+from sits.cuda import reference as R
+from sits.cuda.formats import FORMATS, MATRICES, OutputSpec, SourceFormat, make_plan
+from sits.errors import UsageError
+
+pytestmark = pytest.mark.cuda
+
+BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4}
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+def padded(fmt, w, h, pad=20):
+    return SourceFormat(fmt, w, h, bytesperline=(w * BPP[fmt] + 3) // 4 * 4 + pad)
+
+
+def random_frames(src, n, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, src.frame_bytes, dtype=np.uint8) for _ in range(n)]
+
+
+def convert(cp, plan, frames, **kw):
+    from sits.cuda.convert import FrameConverter
+    conv = FrameConverter(plan, max_batch=max(len(frames), 1), slots=1)
+    batch = conv.convert([cp.asarray(f) for f in frames], **kw)
+    return cp.asnumpy(batch.tensor), batch, conv
+
+
+GRID = list(itertools.product(FORMATS, MATRICES, ("limited", "full"), ("NCHW", "NHWC"),
+                              ("uint8", "float16", "float32")))
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "area"])
+@pytest.mark.parametrize("fmt, matrix, rng, layout, dtype", GRID)
+def test_matches_reference(cp, fmt, matrix, rng, layout, dtype, resize):
+    # Odd output size, padded stride, offset crop, letterbox band, mean/std.
+    src = padded(fmt, 62, 38)
+    norm = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)) if dtype != "uint8" else {}
+    out = OutputSpec(19, 13, layout=layout, dtype=dtype, order="BGR" if rng == "full" else "RGB", **norm)
+    plan = make_plan(src, out, matrix=matrix, range=rng, resize=resize, crop=(4, 2, 54, 34), letterbox=True,
+                     pad_rgb=(0.2, 0.4, 0.6))
+    frames = random_frames(src, 2, seed=hash((fmt, matrix, rng, layout, dtype, resize)) % 2**32)
+    got, _, _ = convert(cp, plan, frames)
+    assert R.max_error(got, R.convert_batch(frames, plan), dtype) <= 1.0
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+@pytest.mark.parametrize("fmt, resize", [("YUYV", "area"), ("NV12", "bilinear"), ("P010", "area")])
+def test_batch_sizes(cp, batch, fmt, resize):
+    src = SourceFormat(fmt, 640, 360)
+    plan = make_plan(src, OutputSpec(224, 224, dtype="float16"), resize=resize)
+    frames = random_frames(src, batch, seed=batch)
+    got, b, _ = convert(cp, plan, frames)
+    assert got.shape == (batch, 3, 224, 224)
+    assert R.max_error(got, R.convert_batch(frames, plan), "float16") <= 1.0
+
+
+def test_graph_replay_equals_eager(cp):
+    from sits.cuda.convert import FrameConverter
+    src = SourceFormat("NV12", 320, 180)
+    plan = make_plan(src, OutputSpec(96, 64, dtype="float32"), resize="area")
+    conv = FrameConverter(plan, max_batch=8)
+    for seed in range(3):  # new frames each time: the graph replays with new addresses
+        frames = [cp.asarray(f) for f in random_frames(src, 8, seed)]
+        eager = conv.convert(frames, graph=False).tensor
+        graph = conv.convert(frames, graph=True).tensor
+        cp.cuda.runtime.deviceSynchronize()
+        assert cp.array_equal(eager, graph)
+    assert conv.graph_captures == 1
+
+
+def test_dlpack_and_cuda_array_interface_share_memory(cp):
+    torch = pytest.importorskip("torch")
+    src = SourceFormat("YUYV", 64, 32)
+    plan = make_plan(src, OutputSpec(20, 10, layout="NHWC", dtype="float16"))
+    _, batch, _ = convert(cp, plan, random_frames(src, 3, 0))
+    t = torch.from_dlpack(batch)
+    assert t.data_ptr() == batch.tensor.data.ptr
+    assert tuple(t.shape) == (3, 10, 20, 3) and t.stride() == (600, 60, 3, 1)
+    assert t.dtype == torch.float16
+    c = cp.asarray(batch)
+    assert c.data.ptr == batch.tensor.data.ptr and c.strides == batch.tensor.strides
+    assert batch.__cuda_array_interface__["stream"] == batch.stream.ptr
+    np.testing.assert_array_equal(t.cpu().numpy(), cp.asnumpy(c))
+
+
+def test_host_registered_memfd_frames(cp):
+    from sits.cuda.convert import FrameConverter, HostFrame
+    from sits.cuda.hostmem import MemfdBuffer
+    src = SourceFormat("YUYV", 128, 72)
+    plan = make_plan(src, OutputSpec(32, 18, dtype="float32"))
+    bufs = [MemfdBuffer.create(src.frame_bytes) for _ in range(4)]
+    conv = FrameConverter(plan, max_batch=4)
+    rng = np.random.default_rng(7)
+    for round_ in range(3):
+        # The CPU writes after registration; the GPU must see the new bytes.
+        for b in bufs:
+            b.array[:] = rng.integers(0, 256, b.size, dtype=np.uint8)
+        frames = [HostFrame(b, sequence=10 * round_ + i, timestamp_ns=1000 + i) for i, b in enumerate(bufs)]
+        batch = conv.convert(frames)
+        batch.synchronize()
+        assert batch.import_path == "host-registered" and batch.zero_copy
+        assert list(batch.sequences) == [10 * round_ + i for i in range(4)]
+        assert list(batch.timestamps_ns) == [1000, 1001, 1002, 1003]
+        ref = R.convert_batch([b.array.copy() for b in bufs], plan)
+        assert R.max_error(cp.asnumpy(batch.tensor), ref, "float32") <= 1.0
+    assert conv.registry.registrations == 4  # once per buffer, not per frame
+    for b in bufs:
+        conv.registry.unregister(b)
+        b.close()
+
+
+def test_staged_numpy_frames(cp):
+    from sits.cuda.convert import FrameConverter
+    src = SourceFormat("NV16", 96, 54)
+    plan = make_plan(src, OutputSpec(40, 30, dtype="uint8"))
+    frames = random_frames(src, 3, 9)
+    batch = FrameConverter(plan, max_batch=3).convert(frames)
+    assert batch.import_path == "staged" and not batch.zero_copy
+    assert R.max_error(cp.asnumpy(batch.tensor), R.convert_batch(frames, plan), "uint8") <= 1.0
+
+
+def test_sink_releases_only_after_the_event(cp):
+    from sits.cuda.batcher import DynamicBatcher
+    from sits.cuda.convert import FrameConverter
+    from sits.cuda.sink import CudaFrameSink
+    src = SourceFormat("YUYV", 1920, 1080)
+    plan = make_plan(src, OutputSpec(224, 224), resize="area")
+    conv = FrameConverter(plan, max_batch=8)
+    batches, released = [], []
+    sink = CudaFrameSink(conv, batches.append, DynamicBatcher(10.0, max_batch=8))
+    frames = [cp.asarray(f) for f in random_frames(src, 16, 3)]
+
+    def done(i):
+        assert batches[i // 8].event.done, "released before its CUDA event completed"
+        released.append(i)
+    for i, f in enumerate(frames):
+        sink.submit(f, lambda i=i: done(i))
+    assert len(batches) == 2  # full batches flush at once
+    while len(released) < 16:
+        r, _, _ = select.select([sink], [], [], 5.0)
+        assert r, "eventfd never became readable"
+        sink.dispatch()
+    assert sorted(released) == list(range(16))
+    sink.close()
+
+
+def test_probe_reports_strategies():
+    from sits.cuda.probe import probe
+    result = probe()
+    print("probe:", result)
+    assert result["available"], result
+    assert result["host_register"]["supported"], result
+    assert isinstance(result["dmabuf_import"]["supported"], bool)
+    assert result["dmabuf_import"]["supported"] or result["dmabuf_import"]["error"]
+    assert result["import_path"] in ("dmabuf", "host-registered")
+
+
+def test_out_of_memory_is_a_clear_error(cp):
+    from sits.cuda.convert import FrameConverter
+    from sits.cuda.runtime import CudaOutOfMemory
+    src = SourceFormat("YUYV", 64, 32)
+    plan = make_plan(src, OutputSpec(16384, 16384, dtype="float32"), resize="bilinear")
+    conv = FrameConverter(plan, max_batch=128, slots=1)
+    frame = cp.asarray(random_frames(src, 1, 0)[0])
+    with pytest.raises(CudaOutOfMemory, match="out of GPU memory"):
+        conv.convert([frame] * 128)  # 412 GB of output
+    small = conv.convert([frame]).tensor  # and the converter still works
+    assert small.shape == (1, 3, 16384, 16384)
+
+
+def test_bad_frames_are_refused(cp):
+    from sits.cuda.convert import FrameConverter
+    src = SourceFormat("NV12", 64, 32)
+    conv = FrameConverter(make_plan(src, OutputSpec(8, 8)), max_batch=2)
+    with pytest.raises(UsageError, match="smaller than the format"):
+        conv.convert([cp.zeros(100, cp.uint8)])
+    with pytest.raises(UsageError, match="1 to 2"):
+        conv.convert([cp.zeros(src.frame_bytes, cp.uint8)] * 3)
