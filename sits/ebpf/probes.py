@@ -226,7 +226,7 @@ class Filters:
     pids: tuple[int, ...] = ()
     comm: str | None = None
     cgroup: str | None = None
-    follow: bool = False  # also trace children of the tracked pids
+    follow: bool = False  # trace only tracked pids and their children (added later)
 
 
 class ProbeSession:
@@ -352,7 +352,7 @@ class ProbeSession:
         self.objects[name] = obj
         cfg = obj.section(".rodata.cfg", "struct sits_config *")
         cfg.self_pid = os.getpid()
-        cfg.filter_pids = bool(self.filters.pids)
+        cfg.filter_pids = bool(self.filters.pids) or self.filters.follow
         cfg.per_thread = self.per_thread
         cfg.hist = self.hist
         cfg.stream = self.stream
@@ -406,6 +406,28 @@ class ProbeSession:
         one = ffi.new("char *", b"\x01")
         libbpf.check_int(self._lib.bpf_map_update_elem(self._fds["tracked"], key, one, 0),
                          "bpf_map_update_elem", "tracked")
+
+    def spawn(self, command: list[str]) -> int:
+        """Start `command` traced from its first instruction: forked, held
+        before exec until its pid is tracked. Returns the pid (the caller
+        waits for it). Needs Filters(follow=True) to see only it."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: wait for the go, then exec
+            try:
+                os.close(w)
+                os.read(r, 1)
+                os.close(r)
+                os.execvp(command[0], command)
+            except OSError as exc:
+                os.write(2, f"sits: error: {command[0]}: {exc.strerror}\n".encode())
+            os._exit(127)
+        os.close(r)
+        try:
+            self.track(pid)
+        finally:
+            os.close(w)  # EOF releases the child
+        return pid
 
     def _set_active(self, name: str, *, wait: bool = True) -> None:
         ffi, lib = self._ffi, self._lib
@@ -515,6 +537,24 @@ class ProbeSession:
             key[0] = pid
             if lib.bpf_map_lookup_elem(self._fds["comms"], key, val) == 0:
                 out[pid] = ffi.string(val).decode(errors="replace")
+        return out
+
+    def fence_names(self) -> dict[int, str]:
+        """fence context -> "driver:timeline", as the fence programs saw them."""
+        obj = self.objects.get("fence")
+        if obj is None:
+            return {}
+        ffi, lib = self._ffi, self._lib
+        fd = obj.map_fd("fence_names")
+        key, nxt = ffi.new("__u64 *"), ffi.new("__u64 *")
+        val = ffi.new("struct sits_fence_name *")
+        out, prev = {}, ffi.NULL
+        while lib.bpf_map_get_next_key(fd, prev, nxt) == 0:
+            key[0] = nxt[0]
+            prev = key
+            if lib.bpf_map_lookup_elem(fd, key, val) == 0:
+                out[key[0]] = (f"{ffi.string(val.driver).decode(errors='replace')}:"
+                               f"{ffi.string(val.timeline).decode(errors='replace')}")
         return out
 
     def program_stats(self) -> list[dict]:

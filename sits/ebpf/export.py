@@ -1,0 +1,161 @@
+"""Prometheus exposition of the probe histograms (prometheus-client).
+
+One metric family, `sits_probe_latency_seconds`, labelled by pid, comm,
+probe and key, cumulative since start. Scrapers get classic buckets (one
+per power of two of nanoseconds: exact, since our slots nest in them) and,
+when they ask for OpenMetrics 2.0 (Prometheus with native histograms on),
+native histograms too. Ours have 16 linear sub-buckets per power of two;
+native schema 3 has 8 exponential ones, and each of our slots is counted in
+the native bucket that holds its midpoint, so a native bucket's count is off
+by at most the slots straddling its boundary. Drops are a counter family.
+"""
+from __future__ import annotations
+
+import threading
+
+from prometheus_client.core import (CounterMetricFamily, HistogramMetricFamily)
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.samples import BucketSpan, NativeHistogram
+
+from sits.ebpf.histogram import Histogram
+from sits.ebpf.report import Aggregate
+from sits.errors import UsageError
+
+NATIVE_SCHEMA = 3
+#: classic bucket bounds: 2^10 ns (~1 µs) .. 2^36 ns (~69 s)
+CLASSIC_EXP = range(10, 37)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    addr, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--listen {listen!r}: expected ADDR:PORT")
+    return addr.strip("[]") or "0.0.0.0", int(port)
+
+
+def classic_buckets(h: Histogram) -> list[tuple[str, int]]:
+    """Cumulative (le seconds, count) at powers of two of ns, then +Inf.
+    A slot [lo, hi) with hi <= 2^e lies entirely below that bound."""
+    from sits.ebpf.histogram import slot_bounds
+    per_exp: dict[int, int] = {}
+    for s, n in h.slots.items():
+        _, hi = slot_bounds(s)
+        e = max((hi - 1).bit_length(), CLASSIC_EXP[0])
+        per_exp[e] = per_exp.get(e, 0) + n
+    out, acc = [], 0
+    for e in CLASSIC_EXP:
+        acc += per_exp.get(e, 0)
+        out.append((repr((1 << e) / 1e9), acc))
+    out.append(("+Inf", h.count))
+    return out
+
+
+def native(h: Histogram) -> NativeHistogram:
+    """The histogram as a native histogram of schema 3, in seconds."""
+    import math
+
+    from sits.ebpf.histogram import slot_bounds
+    factor = 2 ** NATIVE_SCHEMA
+    idx_counts: dict[int, int] = {}
+    zero = 0
+    for s, n in h.slots.items():
+        lo, hi = slot_bounds(s)
+        mid = (lo + hi) / 2 / 1e9
+        if lo == 0:
+            zero += n
+            continue
+        # bucket i holds (base^(i-1), base^i], base = 2^(2^-schema)
+        i = math.ceil(math.log2(mid) * factor)
+        idx_counts[i] = idx_counts.get(i, 0) + n
+    spans, deltas = [], []
+    prev_idx, prev_count = None, 0
+    for i in sorted(idx_counts):
+        if prev_idx is None:
+            spans.append([i, 1])
+        elif i == prev_idx + 1:
+            spans[-1][1] += 1
+        else:
+            spans.append([i - prev_idx - 1, 1])
+        deltas.append(idx_counts[i] - prev_count)
+        prev_idx, prev_count = i, idx_counts[i]
+    return NativeHistogram(count_value=h.count, sum_value=h.sum_ns / 1e9, schema=NATIVE_SCHEMA,
+                           zero_threshold=1e-9, zero_count=zero,
+                           pos_spans=[BucketSpan(o, n) for o, n in spans] or None,
+                           pos_deltas=deltas or None)
+
+
+class _Collector(Collector):
+    def __init__(self, exporter: "Exporter", with_native: bool):
+        self.exporter = exporter
+        self.with_native = with_native
+
+    def collect(self):
+        with self.exporter.lock:
+            rows = [(self.exporter.agg.row(k, h), h) for k, h in self.exporter.agg.total.items()]
+            drops = dict(self.exporter.drops)
+        fam = HistogramMetricFamily("sits_probe_latency_seconds",
+                                    "Latency measured in the kernel by sits probes",
+                                    labels=["pid", "comm", "probe", "key"])
+        for r, h in rows:
+            labels = [str(r["pid"]), r["comm"], r["probe"], r["key"]]
+            fam.add_metric(labels, classic_buckets(h), h.sum_ns / 1e9)
+            if self.with_native:
+                fam.add_sample("sits_probe_latency_seconds", dict(zip(fam._labelnames, labels)),
+                               0, None, None, native(h))
+        yield fam
+        c = CounterMetricFamily("sits_probe_drops", "Samples not counted, by cause",
+                                labels=["cause"])
+        for cause, n in drops.items():
+            c.add_metric([cause], n)
+        yield c
+
+
+class Exporter:
+    """Accumulates a session's intervals; serves them on /metrics."""
+
+    def __init__(self, session):
+        self.session = session
+        self.agg = Aggregate(session)
+        self.lock = threading.Lock()
+        self.drops = session.drops()
+        self.classic = CollectorRegistry(auto_describe=False)
+        self.classic.register(_Collector(self, with_native=False))
+        self.native = CollectorRegistry(auto_describe=False)
+        self.native.register(_Collector(self, with_native=True))
+
+    def update(self) -> None:
+        rows, elapsed = self.session.collect()
+        drops = self.session.drops()
+        with self.lock:
+            self.agg.add(rows, elapsed)
+            self.drops = drops
+
+    def wsgi_app(self):
+        from prometheus_client import make_wsgi_app
+        classic = make_wsgi_app(self.classic)
+        native = make_wsgi_app(self.native)
+
+        def app(environ, start_response):
+            accept = environ.get("HTTP_ACCEPT", "")
+            wants_native = "openmetrics-text" in accept and "version=2" in accept
+            return (native if wants_native else classic)(environ, start_response)
+        return app
+
+    def serve(self, addr: str, port: int):
+        """Start the HTTP server in a thread; returns it (shutdown() stops it)."""
+        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+        from socketserver import ThreadingMixIn
+
+        class _Server(ThreadingMixIn, WSGIServer):
+            daemon_threads = True
+
+        class _Quiet(WSGIRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        try:
+            server = make_server(addr, port, self.wsgi_app(), _Server, handler_class=_Quiet)
+        except OSError as exc:
+            raise UsageError(f"--listen {addr}:{port}: {exc.strerror}") from exc
+        threading.Thread(target=server.serve_forever, name="sits-metrics", daemon=True).start()
+        return server
