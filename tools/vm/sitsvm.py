@@ -1,0 +1,353 @@
+"""Run a command inside the sits test VM (see tools/vm/README.md).
+
+Standard library only, so pytest can import it with tools/vm on sys.path:
+
+    from sitsvm import run_in_vm
+    r = run_in_vm(["pytest", "-p", "no:cacheprovider", "tests/kernel"],
+                  rwdirs=["build/vm-results"], timeout=900)
+    assert r.returncode == 0, r.error or r.output
+
+The VM is the cached Debian kernel booted by virtme-ng with the host root
+shared read-only; tools/vm/guest-init.sh loads vkms and vivid, then runs the
+command. The command's stdout+stderr come back as `output`; the kernel console
+is kept apart in `console`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import dataclasses
+import os
+import re
+import selectors
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Iterable, Mapping, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+
+EXIT_TIMEOUT = 124  # the command (or the whole run) outlived `timeout`
+EXIT_VM = 125  # setup missing, VM did not boot, guest setup failed, VM died
+
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_BOOT_TIMEOUT = 180.0  # ~16 s under TCG on 2 cores; slack for a busy CI
+CONSOLE_TAIL = 20
+
+# Modules that udev would load for QEMU's q35 devices (SATA CD-ROM, watchdog,
+# SMBus, nested KVM, crypto accelerators). None is needed and together they
+# cost ~10 s of a ~26 s TCG boot. A blacklist stops only udev's alias loading;
+# an explicit `modprobe NAME` in a test still works.
+BLACKLIST = (
+    "ahci,libahci,libata,sr_mod,cdrom,sg,kvm_amd,kvm_intel,kvm,iTCO_wdt,"
+    "iTCO_vendor_support,lpc_ich,i2c_i801,intel_pmc_bxt,pcspkr,psmouse,serio_raw,"
+    "aesni_intel,ghash_clmulni_intel,sha1_ssse3,sha256_ssse3,sha512_ssse3,"
+    "crc32_pclmul,crct10dif_pclmul,ccp,powernow_k8"
+)
+
+# Host variables worth having in the guest besides PATH; the guest otherwise
+# starts from virtme-ng-init's minimal environment.
+PASS_ENV = ("PYTHONPATH", "CI", "TERM", "LANG", "LC_ALL", "VIRTUAL_ENV")
+
+_MARK = re.compile(r"sits-vm-guest: (up|run|exit (\d+)|setup failed: .*)")
+
+
+@dataclasses.dataclass
+class Result:
+    returncode: int
+    output: str  # the command's stdout+stderr
+    console: str = ""  # kernel console, vng and guest-init messages
+    error: str | None = None  # one line when the VM, not the command, failed
+    boot_s: float | None = None  # seconds from start until the command started
+    elapsed_s: float = 0.0
+
+    def console_tail(self, n: int = CONSOLE_TAIL) -> str:
+        return "\n".join(self.console.splitlines()[-n:])
+
+
+class SetupMissing(Exception):
+    """tools/vm/setup has not been run on this machine."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SITS_CACHE") or Path.home() / ".cache/sits") / "vm"
+
+
+def kernel_version() -> str:
+    ver = os.environ.get("SITS_VM_KERNEL")
+    if ver:
+        return ver
+    try:
+        return (cache_dir() / "current").read_text().strip()
+    except OSError:
+        raise SetupMissing("no kernel prepared: run tools/vm/setup first") from None
+
+
+def venv_dir() -> Path:
+    return Path(os.environ.get("SITS_VENV") or REPO / ".venv")
+
+
+def kvm_usable() -> bool:
+    """KVM only when it can run a stock kernel; SITS_VM_KVM=0/1 overrides.
+
+    Our sandboxes expose /dev/kvm for PVM guests only (kvm_pvm): a stock
+    kernel needs TCG there.
+    """
+    forced = os.environ.get("SITS_VM_KVM")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK) or Path("/sys/module/kvm_pvm").exists():
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return bool(re.search(r"^flags\s*:.*\b(vmx|svm)\b", flags, re.M))
+
+
+def check_setup() -> tuple[Path, Path, Path]:
+    """Return (vmlinuz, vkms.ko, vng) or raise SetupMissing."""
+    ver = kernel_version()
+    kdir = cache_dir() / ver
+    vmlinuz = kdir / "boot" / f"vmlinuz-{ver}"
+    vkms = kdir / "vkms.ko"
+    vng = venv_dir() / "bin" / "vng"
+    mods = kdir / "lib" / "modules" / ver / "modules.dep"  # what vng gives the guest
+    for path in (vmlinuz, vkms, mods, vng):
+        if not path.exists():
+            raise SetupMissing(f"{path} missing: run tools/vm/setup first")
+    return vmlinuz, vkms, vng
+
+
+def _job_script(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
+    lines = [f"cwd={shlex.quote(cwd)}"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    lines.append("set -- " + " ".join(shlex.quote(a) for a in argv))
+    return "\n".join(lines) + "\n"
+
+
+def run_in_vm(
+    command: Sequence[str] | str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    boot_timeout: float = DEFAULT_BOOT_TIMEOUT,
+    rwdirs: Iterable[str | os.PathLike] = (),
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    memory: str = "2G",
+    cpus: int = 2,
+    echo: IO[str] | None = None,
+) -> Result:
+    """Boot the VM, run `command` (argv list, or a string for `sh -c`) in it.
+
+    `echo`, when given, receives the command's output as it arrives (the CLI
+    passes sys.stdout). Never raises for VM trouble: returncode is then
+    EXIT_TIMEOUT or EXIT_VM and `error` says what happened in one line.
+    """
+    start = time.monotonic()
+    argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+    if not argv:
+        raise ValueError("empty command")
+    try:
+        vmlinuz, vkms, vng = check_setup()
+    except SetupMissing as e:
+        return Result(EXIT_VM, "", error=str(e))
+
+    guest_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+    guest_env.update({k: os.environ[k] for k in PASS_ENV if k in os.environ})
+    # The repo is read-only in the guest: no __pycache__ writes.
+    guest_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    guest_env.update(env or {})
+
+    rw = []
+    for d in rwdirs:
+        path = os.path.abspath(d)
+        os.makedirs(path, exist_ok=True)  # vng refuses a missing directory
+        rw.append(f"--rwdir={path}")
+
+    job = tempfile.mkdtemp(prefix="sits-vm-")
+    try:
+        Path(job, "job.sh").write_text(_job_script(argv, os.path.abspath(cwd or os.getcwd()), guest_env))
+        init = f"exec sh {shlex.quote(str(HERE / 'guest-init.sh'))} {shlex.quote(job)} {shlex.quote(str(vkms))}"
+        vng_argv = [
+            str(vng), "-r", str(vmlinuz), "--force-9p", "--verbose",
+            "--memory", memory, "--cpus", str(cpus),
+            "--append", f"modprobe.blacklist={BLACKLIST}",
+            *rw, "--exec", init,
+        ]  # fmt: skip
+        if not kvm_usable():
+            vng_argv.insert(3, "--disable-kvm")
+        host_env = dict(os.environ)
+        # vng runs virtme-run from its own venv; its temp files go to `job`.
+        host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
+        host_env["TMPDIR"] = job
+        return _supervise(vng_argv, host_env, start, timeout, boot_timeout, echo)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+
+
+def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,  # a tty stdin would be put in raw mode by QEMU
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # one process group: vng, virtme-run, qemu
+    )
+    out: list[str] = []
+    console: list[str] = []
+    pending = ""  # console text after the last newline
+    # Guest progress, from the sits-vm-guest lines; up/run hold seconds.
+    state = {"up": None, "run": None, "exit": None, "failed": None}
+    decoders = {
+        proc.stdout: codecs.getincrementaldecoder("utf-8")("replace"),
+        proc.stderr: codecs.getincrementaldecoder("utf-8")("replace"),
+    }
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    error = None
+    code = None
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if state["run"] is None and now - start > boot_timeout:
+                error, code = f"VM did not boot within {boot_timeout:.0f} s", EXIT_VM
+                break
+            if now - start > timeout:
+                if state["run"] is not None:
+                    error = f"command timed out after {timeout:.0f} s; VM killed"
+                else:
+                    error = f"timed out after {timeout:.0f} s before the command started"
+                code = EXIT_TIMEOUT
+                break
+            for key, _ in sel.select(0.5):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                text = decoders[key.fileobj].decode(data)
+                if key.fileobj is proc.stdout:
+                    out.append(text)
+                    if echo is not None:
+                        echo.write(text)
+                        echo.flush()
+                    continue
+                console.append(text)
+                pending += text
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    _scan(line, state, start)
+    finally:
+        sel.close()
+        if code is not None:
+            _kill(proc)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    _scan(pending, state, start)
+
+    result = Result(
+        proc.returncode, "".join(out), "".join(console), boot_s=state["run"] or None,
+        elapsed_s=time.monotonic() - start,
+    )  # fmt: skip
+    if code is not None:
+        result.returncode, result.error = code, error
+    elif state["failed"]:
+        result.returncode, result.error = EXIT_VM, f"guest {state['failed']}"
+    elif state["up"] is None:
+        result.returncode = EXIT_VM
+        result.error = f"VM exited before booting (vng exit {proc.returncode})"
+    elif state["run"] is None:
+        result.returncode, result.error = EXIT_VM, "VM stopped before running the command"
+    elif state["exit"] is None:
+        result.returncode = EXIT_VM
+        result.error = "VM died while the command ran (kernel panic?)"
+    else:
+        result.returncode = state["exit"]
+    return result
+
+
+def _scan(line: str, state: dict, start: float) -> None:
+    m = _MARK.search(line)
+    if not m:
+        return
+    word = m.group(1)
+    if word == "up":
+        state["up"] = time.monotonic() - start
+    elif word == "run":
+        state["run"] = time.monotonic() - start
+    elif m.group(2) is not None:
+        state["exit"] = int(m.group(2))
+    else:
+        state["failed"] = word
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop vng and the QEMU it started: the whole process group."""
+    pgid = proc.pid  # start_new_session made vng the group leader
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        proc.wait(5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    # vng may be gone while QEMU, in the same group, is still going down.
+    for _ in range(50):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="tools/vm/run",
+        description="Run COMMAND in the sits test VM (vivid + vkms + udmabuf + dma-heap).",
+        epilog=f"Exit: the command's status; {EXIT_TIMEOUT} timeout; {EXIT_VM} setup missing, "
+        "VM did not boot, guest setup failed or VM died.",
+    )
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds for the whole run (default %(default)s)")
+    p.add_argument("--boot-timeout", type=float, default=DEFAULT_BOOT_TIMEOUT, help="seconds until the guest is up (default %(default)s)")
+    p.add_argument("--rwdir", action="append", default=[], metavar="DIR", help="host directory the guest may write (repeatable)")
+    p.add_argument("--memory", default="2G")
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="extra guest environment (repeatable)")
+    p.add_argument("--console", metavar="FILE", help="write the kernel console to FILE")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    ns = p.parse_args(args)
+    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    if not command:
+        p.error("no command; use: tools/vm/run [options] -- COMMAND [ARGS...]")
+    env = dict(kv.split("=", 1) for kv in ns.env)
+
+    r = run_in_vm(
+        command, timeout=ns.timeout, boot_timeout=ns.boot_timeout, rwdirs=ns.rwdir,
+        env=env, memory=ns.memory, cpus=ns.cpus, echo=sys.stdout,
+    )  # fmt: skip
+    if ns.console:
+        Path(ns.console).write_text(r.console)
+    if r.error:
+        tail = r.console_tail()
+        print(f"sits-vm: {r.error}" + ("; last console lines:" if tail else ""), file=sys.stderr)
+        if tail:
+            print(tail, file=sys.stderr)
+    return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
