@@ -73,6 +73,22 @@ def _unregister(address: int) -> None:
         pass
 
 
+def _device_pointer(cp, address: int) -> int:
+    """The GPU address of registered host memory (equal to `address` under UVA,
+    but asked, not assumed)."""
+    get = getattr(cp.cuda.runtime, "hostGetDevicePointer", None)
+    if get is not None:
+        return int(get(address, 0))
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    dptr = ctypes.c_ulonglong()
+    rc = lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dptr), ctypes.c_void_p(address), 0)
+    if rc != 0:
+        raise DeviceError(f"cuMemHostGetDevicePointer failed for {address:#x}: CUresult {rc}")
+    return dptr.value
+
+
 class HostRegistration:
     """One cudaHostRegister'ed range; `device_pointer` is its GPU address."""
 
@@ -87,7 +103,7 @@ class HostRegistration:
         self.address = address
         self.size = size
         self._finalizer = weakref.finalize(self, _unregister, address)
-        self.device_pointer = cp.cuda.runtime.hostGetDevicePointer(address, 0)
+        self.device_pointer = _device_pointer(cp, address)
 
     def close(self) -> None:
         self._finalizer()
