@@ -28,14 +28,36 @@ class _Terminated(Exception):
     pass
 
 
+class _Stop:
+    """SIGINT/SIGTERM/SIGHUP become one exception, raised only once armed:
+    while libbpf loads and attaches it calls back into Python (its log), and
+    an exception raised inside that callback would be swallowed by cffi. A
+    signal that arrives before arm() is kept and raised by arm()."""
+
+    def __init__(self):
+        self.requested = False
+        self.armed = False
+
+    def handler(self, signum, frame):
+        self.requested = True
+        if self.armed:
+            raise _Terminated()
+
+    def arm(self):
+        self.armed = True
+        if self.requested:
+            raise _Terminated()
+
+
 @contextlib.contextmanager
-def _sigterm_as_exit():
-    """SIGTERM/SIGHUP unwind like Ctrl-C, through every `finally`."""
-    def handler(signum, frame):
-        raise _Terminated()
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+def _stop_signals():
+    """Ctrl-C, SIGTERM and SIGHUP unwind through every `finally`, then end
+    the command normally (exit 0, report printed where there is one)."""
+    stop = _Stop()
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, stop.handler) for s in sigs}
     try:
-        yield
+        yield stop
     except _Terminated:
         pass
     finally:
@@ -124,12 +146,14 @@ def audit(ctx: typer.Context,
     agg = Aggregate(session, thresholds)
     child, exit_code = None, None
     t0 = time.monotonic()
-    with _sigterm_as_exit():
+    report = None
+    with _stop_signals() as stop:
         try:
             session.start()
             t0 = time.monotonic()
             if command:
                 child = session.spawn(command)
+            stop.arm()
             deadline = t0 + duration if duration is not None else None
             next_swap = t0 + interval
             while True:
@@ -148,16 +172,13 @@ def audit(ctx: typer.Context,
                     next_swap += interval
                 wake = min(x for x in (next_swap, deadline, now + 0.05 if child else None) if x)
                 time.sleep(max(0.0, wake - time.monotonic()))
-        except KeyboardInterrupt:
-            pass
         finally:
+            stop.armed = False  # a second signal must not cut the report short
             elapsed = time.monotonic() - t0
             if session.objects:
                 agg.add(*session.collect())
                 report = audit_report(agg, session, duration_s=elapsed, command=command or None,
                                       exit_code=exit_code, top_n=top_n)
-            else:
-                report = None
             session.close()
             if child is not None:  # the duration ended first: stop the command
                 with contextlib.suppress(ProcessLookupError):
@@ -284,33 +305,42 @@ def top(probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP)
             parts.append(Text("skipped: " + "; ".join(skipped), style="yellow"))
         return Group(*parts)
 
-    with _sigterm_as_exit(), _cbreak(stdin) as keys:
+    with _stop_signals() as stop, _cbreak(stdin) as keys:
         try:
             session.start()
+            stop.arm()
             with Live(render(), auto_refresh=False, screen=False, transient=False) as live:
                 next_swap = time.monotonic() + interval
                 while True:
                     timeout = max(0.0, next_swap - time.monotonic())
                     ready = select.select([stdin], [], [], timeout)[0] if keys else time.sleep(timeout)
                     if ready:
-                        ch = os.read(stdin, 8)
-                        if not ch or ch[:1] in (b"q", b"Q"):
+                        data = os.read(stdin, 64)
+                        if not data or _handle_keys(data, state, sort_keys):
                             break
-                        if ch[:1] == b"s":
-                            state["sort"] = sort_keys[(sort_keys.index(state["sort"]) + 1) % len(sort_keys)]
-                        elif ch[:1] == b"j" or ch == b"\x1b[B":
-                            state["sel"] += 1
-                        elif ch[:1] == b"k" or ch == b"\x1b[A":
-                            state["sel"] = max(0, state["sel"] - 1)
                         live.update(render(), refresh=True)
                         continue
                     agg.add(*session.collect())
                     next_swap += interval
                     live.update(render(), refresh=True)
-        except KeyboardInterrupt:
-            pass
         finally:
+            stop.armed = False
             session.close()
+
+
+def _handle_keys(data: bytes, state: dict, sort_keys: list[str]) -> bool:
+    """Apply the keys in `data` to `state`; True when one of them quits."""
+    data = data.replace(b"\x1b[A", b"k").replace(b"\x1b[B", b"j")
+    for key in data.decode(errors="ignore"):
+        if key in "qQ":
+            return True
+        if key == "s":
+            state["sort"] = sort_keys[(sort_keys.index(state["sort"]) + 1) % len(sort_keys)]
+        elif key == "j":
+            state["sel"] += 1
+        elif key == "k":
+            state["sel"] = max(0, state["sel"] - 1)
+    return False
 
 
 def _histogram_text(agg, row, cumulative):
@@ -356,9 +386,10 @@ def export(listen: str = typer.Option("127.0.0.1:9435", "--listen", help="ADDR:P
     from sits.ebpf.export import Exporter, parse_listen
     addr, port = parse_listen(listen)
     session = _session(probes, pid, comm, cgroup, lib)
-    with _sigterm_as_exit():
+    with _stop_signals() as stop:
         try:
             session.start()
+            stop.arm()
             exporter = Exporter(session)
             server = exporter.serve(addr, port)
             print(f"sits: serving http://{addr}:{server.server_port}/metrics", file=sys.stderr, flush=True)
@@ -371,9 +402,9 @@ def export(listen: str = typer.Option("127.0.0.1:9435", "--listen", help="ADDR:P
                         exporter.update()
                         next_swap += interval
             finally:
+                stop.armed = False
                 server.shutdown()
-        except KeyboardInterrupt:
-            pass
         finally:
+            stop.armed = False
             session.close()
 
