@@ -2,7 +2,8 @@
 
 One metric family, `sits_probe_latency_seconds`, labelled by pid, comm,
 probe and key, cumulative since start. Scrapers get classic buckets (one
-per power of two of nanoseconds: exact, since our slots nest in them) and,
+per power of two of nanoseconds: exact, since our slots nest in them, except
+that a bound counts the values below it, not equal to it) and,
 when they ask for OpenMetrics 2.0 (Prometheus with native histograms on),
 native histograms too. Ours have 16 linear sub-buckets per power of two;
 native schema 3 has 8 exponential ones, and each of our slots is counted in
