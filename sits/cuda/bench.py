@@ -108,14 +108,14 @@ def bench_fused(cp, stream, d2d_bps: float, batch: int = 32) -> list[dict]:
                 slots = conv._slots
 
                 def launch(k=[0]):
-                    conv._enqueue(slots[k[0] % 2], batch)
+                    conv._enqueue(slots[k[0] % 2], batch, conv.last_vec)
                     k[0] += 1
                 g = _graph_of(cp, stream, launch, 20)
                 ms = _events_ms(cp, stream, lambda: g.launch(stream), 1) / 20
                 in_bytes = batch * src.frame_bytes
                 out_bytes = batch * 3 * size * size * 2
                 roof_ms = (in_bytes + out_bytes) / d2d_bps * 1e3
-                rows.append(dict(format=fmt, size=size, resize=resize, batch=batch, ms=ms,
+                rows.append(dict(format=fmt, size=size, resize=resize, batch=batch, ms=ms, vec=conv.last_vec,
                                  fps=batch / ms * 1e3, gbps=(in_bytes + out_bytes) / ms / 1e6,
                                  roofline_ms=roof_ms, roofline_frac=roof_ms / ms, registers=conv.registers))
                 del conv, g, keep
@@ -284,7 +284,7 @@ def bench_graphs(cp, stream) -> dict:
     conv = FrameConverter(plan, max_batch=1, stream=stream)
     eager = _wall_us(lambda: conv.convert(frame, graph=False), stream.synchronize, 200)
     graph = _wall_us(lambda: conv.convert(frame, graph=True), stream.synchronize, 200)
-    gpu_ms = _events_ms(cp, stream, lambda: conv._enqueue(conv._slots[0], 1), 50)
+    gpu_ms = _events_ms(cp, stream, lambda: conv._enqueue(conv._slots[0], 1, conv.last_vec), 50)
     res["sits_fused"] = dict(eager_us=eager, graph_us=graph, cut=1 - graph / eager, gpu_us=gpu_ms * 1e3)
     if "eager_us" in res.get("pytorch_unfused", {}):
         res["sits_graph_vs_pytorch_eager_cut"] = 1 - graph / res["pytorch_unfused"]["eager_us"]
@@ -322,7 +322,7 @@ def bench_ingest(cp, stream, frames: int = 32) -> dict:
     conv = FrameConverter(plan, max_batch=frames, stream=stream, registry=reg)
     hf = [HostFrame(b, sequence=i) for i, b in enumerate(bufs)]
     conv.convert(hf)
-    ms_direct = _events_ms(cp, stream, lambda: conv._enqueue(conv._slots[0], frames), 3)
+    ms_direct = _events_ms(cp, stream, lambda: conv._enqueue(conv._slots[0], frames, conv.last_vec), 3)
     total = frames * fb
     out = dict(frame_bytes=fb, frames=frames,
                registered_copy_gbps=total / ms_reg / 1e6, pageable_copy_gbps=total / ms_page / 1e6,
@@ -373,18 +373,19 @@ def bench_features(cp, stream, ingest_gbps: float, batch: int = 256, batches: in
     regs = [reg.register(b) for b in bufs]
     ingest = cp.cuda.Stream(non_blocking=True)
     prep = cp.cuda.ExternalStream(compute.cuda_stream)
-    staging = [cp.empty((batch, fb), cp.uint8) for _ in range(2)]
+    depth = 3  # staging buffers: ingest runs up to two batches ahead of the model
+    staging = [cp.empty((batch, fb), cp.uint8) for _ in range(depth)]
     plan = make_plan(src, OutputSpec(224, 224, dtype="float16", **IMAGENET), resize="area")
-    conv = FrameConverter(plan, max_batch=batch, stream=prep, slots=3)
-    copied = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
-    consumed = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+    conv = FrameConverter(plan, max_batch=batch, stream=prep, slots=4)
+    copied = [cp.cuda.Event(disable_timing=True) for _ in range(depth)]
+    consumed = [cp.cuda.Event(disable_timing=True) for _ in range(depth)]
     for e in consumed:
         e.record(prep)
 
     def run(nb: int) -> float:
         t0 = time.perf_counter()
         for k in range(nb):
-            s = k % 2
+            s = k % depth
             ingest.wait_event(consumed[s])  # staging slot free again
             base = (k % 2) * batch
             for i in range(batch):
@@ -392,7 +393,7 @@ def bench_features(cp, stream, ingest_gbps: float, batch: int = 256, batches: in
                                             ingest.ptr)
             copied[s].record(ingest)
             prep.wait_event(copied[s])
-            out = conv.convert([staging[s][i] for i in range(batch)], out=None)
+            out = conv.convert(staging[s])
             consumed[s].record(prep)
             with torch.cuda.stream(compute):
                 static_in.copy_(torch.from_dlpack(out))

@@ -111,6 +111,23 @@ class FrameBatch:
         self.event.synchronize()
 
 
+class _RowFrames(list):
+    """A (batch, frame_bytes) device array taken as `batch` frames, one per row."""
+
+    def __init__(self, array):
+        super().__init__(range(array.shape[0]))
+        self.array = array
+
+    def planes(self, plan: Plan) -> list[tuple[int, int]]:
+        a = self.array
+        if not a.flags.c_contiguous or a.dtype.itemsize != 1:
+            raise UsageError("a batch array must be contiguous uint8 (batch, frame bytes)")
+        if a.shape[1] < plan.src.frame_bytes:
+            raise UsageError(f"rows of {a.shape[1]} B are smaller than the format's {plan.src.frame_bytes} B")
+        base, row = a.data.ptr, a.shape[1]
+        return [K.frame_planes(base + i * row, plan) for i in range(a.shape[0])]
+
+
 class _Slot:
     """One in-flight launch's pointer table (pinned host + device) and graphs."""
 
@@ -132,14 +149,21 @@ class FrameConverter:
         cp = cupy()
         self.plan = plan
         self.max_batch = max_batch
-        self._grid_for = functools.partial(K.launch_shape, plan)
-        _, _, self._smem = self._grid_for(max_batch)  # refuses bad sizes now, not per frame
+        # Area may use 16-byte loads when rows are 16-byte aligned; frames whose
+        # addresses are not get the 4-byte kernel (chosen per launch).
+        self._vecs = (1, 4) if plan.resize == "area" and K.vec4_possible(plan) else (1,)
+        self._smem = {v: K.launch_shape(plan, max_batch, v)[2] for v in self._vecs}  # refuses bad sizes now
         try:
-            self._kernel = _module().get_function(K.kernel_name(plan))
-            if self._smem > 48 * 1024:
-                self._kernel.max_dynamic_shared_size_bytes = self._smem
-            self.registers = self._kernel.num_regs  # loads the module outside any capture
-            self._params = cp.asarray(K.pack_params(plan))
+            mod = _module()
+            self._kernels, self._params = {}, {}
+            for v in self._vecs:
+                kern = mod.get_function(K.kernel_name(plan, v))
+                if self._smem[v] > 48 * 1024:
+                    kern.max_dynamic_shared_size_bytes = self._smem[v]
+                kern.num_regs  # loads the module now, outside any graph capture
+                self._kernels[v] = kern
+                self._params[v] = cp.asarray(K.pack_params(plan, None, v))
+            self.registers = self._kernels[self._vecs[-1]].num_regs
             self.stream = stream or cp.cuda.Stream(non_blocking=True)
             self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
         except Exception as exc:
@@ -148,6 +172,7 @@ class FrameConverter:
                 raise oom from None
             raise
         self._next = 0
+        self.last_vec = 1
         self.use_graphs = use_graphs
         self.registry = registry if registry is not None else HostRegistry()
         self.graph_captures = 0
@@ -193,18 +218,21 @@ class FrameConverter:
         return [K.frame_planes(dev.data.ptr + i * need, self.plan) for i in range(len(frames))]
 
     # -- launching -----------------------------------------------------------------
-    def _enqueue(self, slot: _Slot, n: int) -> None:
+    def _enqueue(self, slot: _Slot, n: int, vec: int = 1) -> None:
         cp = cupy()
-        grid, block, smem = self._grid_for(n)
+        grid, block, smem = K.launch_shape(self.plan, n, vec)
         cp.cuda.runtime.memcpyAsync(slot.dev.data.ptr, slot.host.ctypes.data, (1 + 2 * n) * 8, H2D,
                                     self.stream.ptr)
         with self.stream:
-            self._kernel(grid, block, (self._params, slot.dev), shared_mem=smem)
+            self._kernels[vec](grid, block, (self._params[vec], slot.dev), shared_mem=smem)
 
     def convert(self, frames, *, out=None, graph: bool | None = None) -> FrameBatch:
         """Convert a batch (1..max_batch frames) with one kernel launch."""
         cp = cupy()
-        frames = list(frames)
+        if getattr(frames, "ndim", 1) == 2 and hasattr(frames, "__cuda_array_interface__"):
+            frames = _RowFrames(frames)
+        else:
+            frames = list(frames)
         n = len(frames)
         if not 1 <= n <= self.max_batch:
             raise UsageError(f"batch of {n} frames; this converter takes 1 to {self.max_batch}")
@@ -225,26 +253,31 @@ class FrameConverter:
             if staged:
                 planes = self._stage(slot, staged)
                 path, zero_copy = "staged", False
+            elif isinstance(frames, _RowFrames):
+                planes = frames.planes(self.plan)
+                path, zero_copy = "device", True
             else:
                 resolved = [self._planes(f) for f in frames]
                 planes = [p for p, _ in resolved]
                 kinds = {k for _, k in resolved}
                 path, zero_copy = (kinds.pop() if len(kinds) == 1 else "mixed"), True
             slot.host[:1 + 2 * n] = K.pointer_table(out.data.ptr, planes, self.plan)
+            vec = 4 if 4 in self._vecs and K.aligned16(planes) else 1
+            self.last_vec = vec
             use_graph = self.use_graphs if graph is None else graph
             if use_graph and not staged:
-                g = slot.graphs.get(n)
+                g = slot.graphs.get((n, vec))
                 if g is None:
                     self.stream.begin_capture()
                     try:
-                        self._enqueue(slot, n)
+                        self._enqueue(slot, n, vec)
                     finally:
                         g = self.stream.end_capture()
-                    slot.graphs[n] = g
+                    slot.graphs[(n, vec)] = g
                     self.graph_captures += 1
                 g.launch(self.stream)
             else:
-                self._enqueue(slot, n)
+                self._enqueue(slot, n, vec)
             slot.free.record(self.stream)
             event = cp.cuda.Event(disable_timing=True)
             event.record(self.stream)

@@ -51,35 +51,49 @@ class AreaWords:
         return 4 * (self.smem_n0 + 2 * self.smem_n12)
 
 
-def area_words(plan: Plan) -> AreaWords:
-    """The 32-bit words of each plane that cover the crop's columns, and the
-    shared memory their column sums take."""
+def vec4_possible(plan: Plan) -> bool:
+    """Whether the area kernel may use 16-byte loads: every row of every plane
+    starts 16-byte aligned when the frame does."""
+    src = plan.src
+    ok = src.stride(0) % 16 == 0
+    if plan.info.planes == 2:
+        ok = ok and src.stride(1) % 16 == 0 and src.plane_offset(1) % 16 == 0
+    return ok
+
+
+def area_words(plan: Plan, vec: int = 1) -> AreaWords:
+    """The 32-bit words of each plane that cover the crop's columns, rounded to
+    whole groups of `vec` words, and the shared memory their column sums take."""
     info = plan.info
     cx, _, cw, _ = plan.crop
     bpp = info.bytes_per_px
-    ws0 = (cx * bpp) // 4
-    we0 = -(-((cx + cw) * bpp) // 4)
-    n0 = (we0 - ws0) * (4 // bpp)
+
+    def words(b0: int, b1: int) -> tuple[int, int]:
+        ws = (b0 // 4) // vec * vec
+        we = -(-(-(-b1 // 4)) // vec) * vec
+        return ws, we - ws
+
+    ws0, wc0 = words(cx * bpp, (cx + cw) * bpp)
+    n0 = wc0 * (4 // bpp)
     ws1 = wc1 = 0
     if info.planes == 2:
         cb = info.chroma_bytes_per_px
-        c0, c1 = cx // 2, -(-(cx + cw) // 2)
-        ws1 = (c0 * cb) // 4
-        wc1 = -(-(c1 * cb) // 4) - ws1
+        ws1, wc1 = words((cx // 2) * cb, -(-(cx + cw) // 2) * cb)
         n12 = wc1 * (4 // cb)
     else:
-        n12 = we0 - ws0  # one chroma pair per YUYV word, one pixel per XRGB word
-    return AreaWords(ws0, we0 - ws0, ws1, wc1, n0, n12)
+        n12 = wc0  # one chroma pair per YUYV word, one pixel per XRGB word
+    return AreaWords(ws0, wc0, ws1, wc1, n0, n12)
 
 
-def kernel_name(plan: Plan) -> str:
-    kind = "area" if plan.resize == "area" else "bilinear"
-    return f"sits::{kind}<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
+def kernel_name(plan: Plan, vec: int = 1) -> str:
+    if plan.resize == "area":
+        return f"sits::area<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {vec}>"
+    return f"sits::bilinear<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
 
 
 def all_kernel_names() -> list[str]:
-    return [f"sits::{kind}<{fmt}, {out}>" for kind in ("bilinear", "area")
-            for fmt in range(7) for out in range(3)]
+    names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in range(3)]
+    return names + [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in range(3) for vec in (1, 4)]
 
 
 def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
@@ -90,12 +104,12 @@ def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
     return (3 * h * w, 1, 3 * w, 3)
 
 
-def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None) -> np.ndarray:
+def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None, vec: int = 1) -> np.ndarray:
     """The Params block as bytes (uint8 array of PARAM_WORDS * 4)."""
     strides = out_strides or default_out_strides(plan)
     if any(s < 0 or s > INT32_MAX for s in strides):
         raise UsageError(f"output strides {strides} do not fit the kernel's 32-bit strides")
-    words = area_words(plan) if plan.resize == "area" else AreaWords(0, 0, 0, 0, 0, 0)
+    words = area_words(plan, vec) if plan.resize == "area" else AreaWords(0, 0, 0, 0, 0, 0)
     pad = plan.pad_out
     if plan.out.dtype == "uint8":
         pad = np.clip(np.rint(pad), 0, 255)
@@ -124,14 +138,14 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
     return buf.view(np.uint8)
 
 
-def launch_shape(plan: Plan, batch: int) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """(grid, block, dynamic shared bytes) for one batch."""
     if batch < 1:
         raise UsageError(f"batch size {batch} is not positive")
     if batch > 65535:
         raise UsageError(f"batch size {batch} is over the kernel's limit of 65535")
     if plan.resize == "area":
-        smem = area_words(plan).shared_bytes
+        smem = area_words(plan, vec).shared_bytes
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "
                              f"resampling, over {MAX_SHARED_BYTES} B; crop narrower or use bilinear")
@@ -151,6 +165,10 @@ def pointer_table(out_ptr: int, planes: list[tuple[int, int]], plan: Plan) -> np
         table[1 + 2 * n] = p0
         table[2 + 2 * n] = p1 if plan.info.planes == 2 else p0
     return table
+
+
+def aligned16(planes: list[tuple[int, int]]) -> bool:
+    return all(p0 % 16 == 0 and p1 % 16 == 0 for p0, p1 in planes)
 
 
 def frame_planes(base: int, plan: Plan) -> tuple[int, int]:

@@ -94,7 +94,7 @@ class CudaFrameSink:
                  batcher: DynamicBatcher | None = None, clock: Callable[[], float] = time.monotonic):
         self.converter = converter
         self.on_batch = on_batch
-        self.batcher = batcher or DynamicBatcher(1.0, max_batch=1)
+        self.batcher = batcher if batcher is not None else DynamicBatcher(1.0, max_batch=1)
         self.clock = clock
         self.completions = CompletionQueue()
         self.released = 0

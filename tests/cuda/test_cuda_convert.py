@@ -76,7 +76,30 @@ def test_graph_replay_equals_eager(cp):
         graph = conv.convert(frames, graph=True).tensor
         cp.cuda.runtime.deviceSynchronize()
         assert cp.array_equal(eager, graph)
-    assert conv.graph_captures == 1
+        assert conv.last_vec == 4  # 16-byte aligned rows: the vectorised area kernel
+    assert conv.graph_captures == len(conv._slots)  # one per slot, captured once, then replayed
+
+
+def test_rows_of_one_array_and_unaligned_frames(cp):
+    from sits.cuda.convert import FrameConverter
+    src = SourceFormat("YUYV", 320, 180)
+    plan = make_plan(src, OutputSpec(64, 48, dtype="float32"), resize="area")
+    conv = FrameConverter(plan, max_batch=4)
+    frames = random_frames(src, 4, 21)
+    rows = cp.asarray(np.stack(frames))
+    a = conv.convert(rows).tensor
+    assert conv.last_vec == 4
+    # The same bytes 4 bytes off a 16-byte boundary: the 4-byte kernel, same result.
+    shifted = cp.empty(4 * src.frame_bytes + 16, cp.uint8)
+    views = [shifted[4 + i * src.frame_bytes:4 + (i + 1) * src.frame_bytes] for i in range(4)]
+    for v, f in zip(views, frames):
+        v.set(f)
+    b = conv.convert(views).tensor
+    assert conv.last_vec == 1
+    cp.cuda.runtime.deviceSynchronize()
+    ref = R.convert_batch(frames, plan)
+    assert R.max_error(cp.asnumpy(a), ref, "float32") <= 1.0
+    assert R.max_error(cp.asnumpy(b), ref, "float32") <= 1.0
 
 
 def test_dlpack_and_cuda_array_interface_share_memory(cp):

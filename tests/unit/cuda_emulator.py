@@ -34,6 +34,7 @@ typedef _Float16 __half;
 static inline __half __float2half_rn(float x) { return (__half)x; }
 static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
 struct emu_dim3 { unsigned x, y, z; };
+struct uint4 { unsigned x, y, z, w; };
 static thread_local emu_dim3 threadIdx, blockIdx;
 static emu_dim3 blockDim, gridDim;
 static thread_local std::barrier<>* emu_barrier;
@@ -75,11 +76,15 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 #define K2(KIND, F, O) case (F * 3 + O): k = &sits::KIND<F, O>; break;
 #define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2)
 #define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6)
+#define A2(F, O, V) case (F * 3 + O): k = &sits::area<F, O, V>; break;
+#define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V)
+#define AALL(V) AF(0, V) AF(1, V) AF(2, V) AF(3, V) AF(4, V) AF(5, V) AF(6, V)
 
 extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
                           unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
     kern_t k = nullptr;
-    if (area) { switch (fmt * 3 + out) { KALL(area) default: return -1; } }
+    if (area == 4) { switch (fmt * 3 + out) { AALL(4) default: return -1; } }
+    else if (area) { switch (fmt * 3 + out) { AALL(1) default: return -1; } }
     else { switch (fmt * 3 + out) { KALL(bilinear) default: return -1; } }
     run(k, (const sits::Params*)P, (const unsigned long long*)T, {gx, gy, gz}, {bx, by, bz}, smem);
     return 0;
@@ -110,7 +115,17 @@ def library() -> ctypes.CDLL:
     return lib
 
 
-def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None = None) -> np.ndarray:
+def _aligned(frame: np.ndarray) -> np.ndarray:
+    """A copy of `frame` starting on a 64-byte boundary."""
+    raw = np.empty(frame.size + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    out = raw[off:off + frame.size]
+    out[:] = frame
+    return out
+
+
+def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None = None,
+        vec: int = 1) -> np.ndarray:
     """Convert `frames` (each one buffer holding all planes) with the emulated kernel."""
     lib = library()
     batch = len(frames)
@@ -120,12 +135,13 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
         strides = None
     else:
         strides = out_strides
-    params = K.pack_params(plan, strides)
-    bufs = [np.ascontiguousarray(f, dtype=np.uint8) for f in frames]
+    params = K.pack_params(plan, strides, vec)
+    bufs = [_aligned(np.ascontiguousarray(f, dtype=np.uint8).reshape(-1)) for f in frames]
     planes = [K.frame_planes(b.ctypes.data, plan) for b in bufs]
     table = K.pointer_table(out.ctypes.data, planes, plan)
-    grid, block, smem = K.launch_shape(plan, batch)
-    rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], int(plan.resize == "area"),
+    grid, block, smem = K.launch_shape(plan, batch, vec)
+    area = (4 if vec == 4 else 1) if plan.resize == "area" else 0
+    rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], area,
                         params.ctypes.data, table.ctypes.data, *grid, *block, smem)
     if rc != 0:
         raise RuntimeError(f"emu_launch returned {rc}")

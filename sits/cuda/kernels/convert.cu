@@ -192,48 +192,74 @@ bilinear(const Params* __restrict__ P, const unsigned long long* __restrict__ T)
     write_pixel<OUT>(p, o, c0, c1, c2);
 }
 
-// Area, vertical half: each thread owns 32-bit words of the crop's columns
-// (coalesced across the warp), sums them over the output row's source rows
-// with their overlap weights and leaves the column sums in shared memory.
+// Area, vertical half: each thread owns VEC consecutive 32-bit words of the
+// crop's columns (one 16-byte load per row when VEC == 4; coalesced across the
+// warp), sums them over the output row's source rows with their overlap
+// weights and leaves the column sums in shared memory.
 template <int FMT, int PLANE>
+__device__ __forceinline__ void area_store_word(int w, const float* a, float* s0, float* s1, float* s2) {
+    if (FMT == FMT_YUYV) {
+        s0[2 * w] = a[0]; s1[w] = a[1]; s0[2 * w + 1] = a[2]; s2[w] = a[3];
+    } else if (FMT == FMT_UYVY) {
+        s1[w] = a[0]; s0[2 * w] = a[1]; s2[w] = a[2]; s0[2 * w + 1] = a[3];
+    } else if (FMT == FMT_XRGB) {
+        s2[w] = a[0]; s1[w] = a[1]; s0[w] = a[2];
+    } else if (FMT == FMT_XBGR) {
+        s0[w] = a[0]; s1[w] = a[1]; s2[w] = a[2];
+    } else if (FMT == FMT_P010) {
+        if (PLANE == 0) { s0[2 * w] = a[0]; s0[2 * w + 1] = a[1]; }
+        else { s1[w] = a[0]; s2[w] = a[1]; }
+    } else {  // NV12, NV16
+        if (PLANE == 0) { s0[4 * w] = a[0]; s0[4 * w + 1] = a[1]; s0[4 * w + 2] = a[2]; s0[4 * w + 3] = a[3]; }
+        else { s1[2 * w] = a[0]; s2[2 * w] = a[1]; s1[2 * w + 1] = a[2]; s2[2 * w + 1] = a[3]; }
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void area_accumulate(unsigned int word, float wt, float* a) {
+    if (FMT == FMT_P010) {
+        a[0] += wt * (float)((word & 0xffffu) >> 6);
+        a[1] += wt * (float)(word >> 22);
+    } else {
+        a[0] += wt * (float)(word & 0xffu);
+        a[1] += wt * (float)((word >> 8) & 0xffu);
+        a[2] += wt * (float)((word >> 16) & 0xffu);
+        a[3] += wt * (float)(word >> 24);
+    }
+}
+
+template <int FMT, int PLANE, int VEC>
 __device__ __forceinline__ void area_columns(const unsigned char* base, int stride, int ws, int wc,
                                              double b0, double b1, int row_end,
                                              float* s0, float* s1, float* s2) {
     const int r0 = (int)floor(b0);
     const int r1 = imin((int)ceil(b1), row_end);
-    const double inv = 1.0 / (b1 - b0);
-    for (int w = threadIdx.x; w < wc; w += blockDim.x) {
-        const unsigned char* col = base + 4LL * (ws + w);
-        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+    // Weights in float relative to r0: small numbers, so no precision is lost.
+    const float f0 = (float)(b0 - r0), f1 = (float)(b1 - r0);
+    const float inv = (float)(1.0 / (b1 - b0));
+    const int groups = wc / VEC;  // the host rounds the word range to whole groups
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+        const unsigned char* col = base + 4LL * (ws + g * VEC);
+        float a[VEC][4];
+        #pragma unroll
+        for (int k = 0; k < VEC; ++k) { a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f; }
         #pragma unroll 4
         for (int r = r0; r < r1; ++r) {
-            const float wt = (float)((fmin((double)(r + 1), b1) - fmax((double)r, b0)) * inv);
-            const unsigned int word = *reinterpret_cast<const unsigned int*>(col + (long long)r * stride);
-            if (FMT == FMT_P010) {
-                a0 += wt * (float)((word & 0xffffu) >> 6);
-                a1 += wt * (float)(word >> 22);
+            const float j = (float)(r - r0);
+            const float wt = (fminf(j + 1.0f, f1) - fmaxf(j, f0)) * inv;
+            const unsigned char* src = col + (long long)r * stride;
+            if (VEC == 4) {
+                const uint4 v = *reinterpret_cast<const uint4*>(src);
+                area_accumulate<FMT>(v.x, wt, a[0]);
+                area_accumulate<FMT>(v.y, wt, a[VEC > 1 ? 1 : 0]);
+                area_accumulate<FMT>(v.z, wt, a[VEC > 2 ? 2 : 0]);
+                area_accumulate<FMT>(v.w, wt, a[VEC > 3 ? 3 : 0]);
             } else {
-                a0 += wt * (float)(word & 0xffu);
-                a1 += wt * (float)((word >> 8) & 0xffu);
-                a2 += wt * (float)((word >> 16) & 0xffu);
-                a3 += wt * (float)(word >> 24);
+                area_accumulate<FMT>(*reinterpret_cast<const unsigned int*>(src), wt, a[0]);
             }
         }
-        if (FMT == FMT_YUYV) {
-            s0[2 * w] = a0; s1[w] = a1; s0[2 * w + 1] = a2; s2[w] = a3;
-        } else if (FMT == FMT_UYVY) {
-            s1[w] = a0; s0[2 * w] = a1; s2[w] = a2; s0[2 * w + 1] = a3;
-        } else if (FMT == FMT_XRGB) {
-            s2[w] = a0; s1[w] = a1; s0[w] = a2;
-        } else if (FMT == FMT_XBGR) {
-            s0[w] = a0; s1[w] = a1; s2[w] = a2;
-        } else if (FMT == FMT_P010) {
-            if (PLANE == 0) { s0[2 * w] = a0; s0[2 * w + 1] = a1; }
-            else { s1[w] = a0; s2[w] = a1; }
-        } else {  // NV12, NV16
-            if (PLANE == 0) { s0[4 * w] = a0; s0[4 * w + 1] = a1; s0[4 * w + 2] = a2; s0[4 * w + 3] = a3; }
-            else { s1[2 * w] = a0; s2[2 * w] = a1; s1[2 * w + 1] = a2; s2[2 * w + 1] = a3; }
-        }
+        #pragma unroll
+        for (int k = 0; k < VEC; ++k) area_store_word<FMT, PLANE>(g * VEC + k, a[k], s0, s1, s2);
     }
 }
 
@@ -241,16 +267,20 @@ __device__ __forceinline__ void area_columns(const unsigned char* base, int stri
 __device__ __forceinline__ float area_box(const float* s, int base, double b0, double b1, int col_end) {
     const int i0 = (int)floor(b0);
     const int i1 = imin((int)ceil(b1), col_end);
+    const float f0 = (float)(b0 - i0), f1 = (float)(b1 - i0);
+    const float* p = s + (i0 - base);
     float acc = 0.f;
-    for (int i = i0; i < i1; ++i) {
-        acc += (float)(fmin((double)(i + 1), b1) - fmax((double)i, b0)) * s[i - base];
+    for (int i = 0; i < i1 - i0; ++i) {
+        const float j = (float)i;
+        acc += (fminf(j + 1.0f, f1) - fmaxf(j, f0)) * p[i];
     }
     return acc * (float)(1.0 / (b1 - b0));
 }
 
 // Area: one block per (output row, frame); grid (out_h, N), 256 threads,
-// dynamic shared memory (smem_n0 + 2 * smem_n12) floats.
-template <int FMT, int OUT>
+// dynamic shared memory (smem_n0 + 2 * smem_n12) floats. VEC == 4 needs
+// 16-byte aligned rows (the host checks strides and frame addresses).
+template <int FMT, int OUT, int VEC>
 __global__ void __launch_bounds__(256)
 area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
@@ -272,11 +302,11 @@ area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
     float* s0 = smem;
     float* s1 = smem + p.smem_n0;
     float* s2 = s1 + p.smem_n12;
-    area_columns<FMT, 0>(p0, p.stride0, p.word_start0, p.word_count0, by0, by1, crop_y_end, s0, s1, s2);
+    area_columns<FMT, 0, VEC>(p0, p.stride0, p.word_start0, p.word_count0, by0, by1, crop_y_end, s0, s1, s2);
     if (Tr::planar) {
         const int sub = Tr::sub_y;
-        area_columns<FMT, 1>(p1, p.stride1, p.word_start1, p.word_count1, by0 / sub, by1 / sub,
-                             (crop_y_end + sub - 1) / sub, s0, s1, s2);
+        area_columns<FMT, 1, VEC>(p1, p.stride1, p.word_start1, p.word_count1, by0 / sub, by1 / sub,
+                                  (crop_y_end + sub - 1) / sub, s0, s1, s2);
     }
     __syncthreads();
     int base0, base1;
