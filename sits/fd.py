@@ -31,7 +31,7 @@ class FdOwner:
         self._finalizer = weakref.finalize(self, _close_quietly, fd)
 
     @classmethod
-    def open(cls, path: str, flags: int = os.O_RDWR, *args, **kwargs):
+    def open(cls, path: str, flags: int = os.O_RDWR, /, *args, **kwargs):
         """Open `path` with O_CLOEXEC and wrap it; errors name the path."""
         try:
             fd = os.open(path, flags | os.O_CLOEXEC)

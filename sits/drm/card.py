@@ -18,7 +18,7 @@ class Card(FdOwner):
     `atomic` and `writeback` say what the kernel granted.
     """
 
-    __slots__ = ("path", "version", "atomic", "writeback")
+    __slots__ = ("path", "version", "atomic", "writeback", "_prop_ids")
 
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd)
@@ -28,10 +28,12 @@ class Card(FdOwner):
         self.atomic = raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_ATOMIC)
         # Writeback needs atomic; the kernel refuses it otherwise.
         self.writeback = self.atomic and raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_WRITEBACK_CONNECTORS)
+        self._prop_ids: dict[tuple[int, str], int] = {}
 
     @classmethod
     def open(cls, path: str):
-        return super().open(path, os.O_RDWR, path=path)
+        # O_NONBLOCK: reading events never blocks the event loop.
+        return super().open(path, os.O_RDWR | os.O_NONBLOCK, path=path)
 
     @property
     def driver(self) -> str:
@@ -55,3 +57,23 @@ class Card(FdOwner):
 
     def cap(self, cap: int) -> int | None:
         return raw.get_cap(self.fileno(), cap)
+
+    def prop_id(self, object_id: int, name: str) -> int:
+        """A property's id on a KMS object, by name (cached)."""
+        key = (object_id, name)
+        if key not in self._prop_ids:
+            for pname, prop in self.properties(object_id, lib.DRM_MODE_OBJECT_ANY).items():
+                self._prop_ids[(object_id, pname)] = prop.id
+            if key not in self._prop_ids:
+                raise KeyError(f"KMS object {object_id} has no property {name}")
+        return self._prop_ids[key]
+
+    def prop_value(self, object_id: int, name: str) -> int:
+        prop = self.properties(object_id, lib.DRM_MODE_OBJECT_ANY).get(name)
+        if prop is None:
+            raise KeyError(f"KMS object {object_id} has no property {name}")
+        return prop.value
+
+    def read_events(self) -> list:
+        """Completed page flips / vblanks waiting on the fd (non-blocking)."""
+        return raw.read_events(self.fileno())

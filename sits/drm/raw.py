@@ -258,3 +258,33 @@ def in_formats(data: bytes) -> dict[str, list[int]]:
             if m.formats & (1 << bit) and m.offset + bit < len(codes):
                 out[codes[m.offset + bit]].append(m.modifier)
     return out
+
+
+@dataclass
+class Event:
+    type: int          # DRM_EVENT_FLIP_COMPLETE or DRM_EVENT_VBLANK
+    user_data: int
+    timestamp_ns: int  # CLOCK_MONOTONIC (DRM_CAP_TIMESTAMP_MONOTONIC)
+    sequence: int
+    crtc_id: int
+
+
+def read_events(fd: int) -> list[Event]:
+    """Parse the drm_event records a read() returns. (libdrm's
+    drmHandleEvent does the same through C callbacks; reading the records
+    directly keeps the event loop free of callbacks into Python.)"""
+    import os
+    try:
+        data = os.read(fd, 4096)
+    except BlockingIOError:
+        return []
+    events, pos = [], 0
+    while pos + ffi.sizeof("struct drm_event") <= len(data):
+        buf = ffi.from_buffer(data)
+        head = ffi.cast("struct drm_event *", buf + pos)
+        if head.type in (lib.DRM_EVENT_FLIP_COMPLETE, lib.DRM_EVENT_VBLANK):
+            e = ffi.cast("struct drm_event_vblank *", buf + pos)
+            events.append(Event(e.base.type, e.user_data, e.tv_sec * 1_000_000_000 + e.tv_usec * 1000,
+                                e.sequence, e.crtc_id))
+        pos += max(head.length, ffi.sizeof("struct drm_event"))
+    return events

@@ -4,6 +4,7 @@ Nothing here owns the fd; sits/v4l2/device.py does. Every call goes through
 sits._kernel.ioctl, so failures are IoctlError named after the ioctl.
 """
 import errno
+import os
 from dataclasses import dataclass, field
 
 from sits._kernel import ffi, ioctl, lib, string
@@ -139,3 +140,162 @@ def enum_frame_intervals(fd: int, pixelformat: int, width: int, height: int) -> 
                     (s.stepwise.max.numerator, s.stepwise.max.denominator)]
             break
     return out
+
+
+# ------------------------------------------------------------------ formats
+@dataclass
+class Format:
+    fourcc: str
+    width: int
+    height: int
+    bytesperline: int
+    sizeimage: int
+    field: int
+    colorspace: int
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.width, self.height
+
+
+def _format(f) -> Format:
+    p = f.fmt.pix
+    return Format(fourcc_str(p.pixelformat), p.width, p.height, p.bytesperline,
+                  p.sizeimage, p.field, p.colorspace)
+
+
+def g_fmt(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> Format:
+    f = ffi.new("struct v4l2_format *", {"type": buf_type})
+    ioctl(fd, lib.SITS_VIDIOC_G_FMT, f)
+    return _format(f)
+
+
+def s_fmt(fd: int, pixelformat: int, width: int, height: int, *, try_only: bool = False,
+          buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> Format:
+    """Ask for a format; the driver answers with what it will really do
+    (size, bytesperline and sizeimage may all differ from the request)."""
+    f = ffi.new("struct v4l2_format *", {"type": buf_type})
+    f.fmt.pix.pixelformat = pixelformat
+    f.fmt.pix.width = width
+    f.fmt.pix.height = height
+    f.fmt.pix.field = lib.V4L2_FIELD_NONE
+    ioctl(fd, lib.SITS_VIDIOC_TRY_FMT if try_only else lib.SITS_VIDIOC_S_FMT, f)
+    return _format(f)
+
+
+def s_fps(fd: int, fps: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> float:
+    """Ask for a frame rate; returns the rate the driver chose."""
+    p = ffi.new("struct v4l2_streamparm *", {"type": buf_type})
+    p.parm.capture.timeperframe.numerator = 1
+    p.parm.capture.timeperframe.denominator = fps
+    ioctl(fd, lib.SITS_VIDIOC_S_PARM, p)
+    t = p.parm.capture.timeperframe
+    return t.denominator / t.numerator if t.numerator else 0.0
+
+
+# ------------------------------------------------------------------ buffers
+def reqbufs(fd: int, count: int, memory: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> tuple[int, int]:
+    """(count granted, buffer capabilities)."""
+    r = ffi.new("struct v4l2_requestbuffers *", {"count": count, "type": buf_type, "memory": memory})
+    ioctl(fd, lib.SITS_VIDIOC_REQBUFS, r)
+    return r.count, r.capabilities
+
+
+def querybuf(fd: int, index: int, memory: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE):
+    b = ffi.new("struct v4l2_buffer *", {"index": index, "type": buf_type, "memory": memory})
+    ioctl(fd, lib.SITS_VIDIOC_QUERYBUF, b)
+    return b
+
+
+def expbuf(fd: int, index: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> int:
+    """Export an MMAP buffer as a dma-buf fd (read-write, close-on-exec)."""
+    e = ffi.new("struct v4l2_exportbuffer *", {"type": buf_type, "index": index,
+                                               "flags": os.O_RDWR | os.O_CLOEXEC})
+    ioctl(fd, lib.SITS_VIDIOC_EXPBUF, e)
+    return e.fd
+
+
+def qbuf(fd: int, index: int, memory: int, *, dmabuf_fd: int = -1, length: int = 0,
+         buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
+    b = ffi.new("struct v4l2_buffer *", {"index": index, "type": buf_type, "memory": memory})
+    if memory == lib.V4L2_MEMORY_DMABUF:
+        b.m.fd = dmabuf_fd
+        b.length = length
+    ioctl(fd, lib.SITS_VIDIOC_QBUF, b)
+
+
+@dataclass
+class Dequeued:
+    index: int
+    sequence: int
+    timestamp_ns: int   # CLOCK_MONOTONIC when the driver says so (flags)
+    bytesused: int
+    flags: int
+
+    @property
+    def error(self) -> bool:
+        return bool(self.flags & lib.V4L2_BUF_FLAG_ERROR)
+
+    @property
+    def monotonic(self) -> bool:
+        return (self.flags & lib.V4L2_BUF_FLAG_TIMESTAMP_MASK) == lib.V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
+
+
+def dqbuf(fd: int, memory: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> Dequeued | None:
+    """The next filled buffer, or None if none is ready (EAGAIN on a
+    non-blocking fd)."""
+    b = ffi.new("struct v4l2_buffer *", {"type": buf_type, "memory": memory})
+    try:
+        ioctl(fd, lib.SITS_VIDIOC_DQBUF, b)
+    except IoctlError as exc:
+        if exc.errno == errno.EAGAIN:
+            return None
+        raise
+    ts = b.timestamp.tv_sec * 1_000_000_000 + b.timestamp.tv_usec * 1000
+    return Dequeued(b.index, b.sequence, ts, b.bytesused, b.flags)
+
+
+def streamon(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
+    ioctl(fd, lib.SITS_VIDIOC_STREAMON, ffi.new("int *", buf_type))
+
+
+def streamoff(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
+    ioctl(fd, lib.SITS_VIDIOC_STREAMOFF, ffi.new("int *", buf_type))
+
+
+# ----------------------------------------------------------------- controls
+@dataclass
+class Control:
+    id: int
+    name: str
+    type: int
+    minimum: int
+    maximum: int
+    default: int
+    flags: int
+
+
+def controls(fd: int) -> list[Control]:
+    out, next_id = [], lib.V4L2_CTRL_FLAG_NEXT_CTRL
+    while True:
+        q = ffi.new("struct v4l2_queryctrl *", {"id": next_id})
+        try:
+            ioctl(fd, lib.SITS_VIDIOC_QUERYCTRL, q)
+        except IoctlError as exc:
+            if exc.errno == errno.EINVAL:
+                return out
+            raise
+        if q.type != lib.V4L2_CTRL_TYPE_CTRL_CLASS and not q.flags & lib.V4L2_CTRL_FLAG_DISABLED:
+            out.append(Control(q.id, string(q.name), q.type, q.minimum, q.maximum,
+                               q.default_value, q.flags))
+        next_id = q.id | lib.V4L2_CTRL_FLAG_NEXT_CTRL
+
+
+def g_ctrl(fd: int, ctrl_id: int) -> int:
+    c = ffi.new("struct v4l2_control *", {"id": ctrl_id})
+    ioctl(fd, lib.SITS_VIDIOC_G_CTRL, c)
+    return c.value
+
+
+def s_ctrl(fd: int, ctrl_id: int, value: int) -> None:
+    ioctl(fd, lib.SITS_VIDIOC_S_CTRL, ffi.new("struct v4l2_control *", {"id": ctrl_id, "value": value}))

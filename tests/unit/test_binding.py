@@ -80,3 +80,15 @@ def test_open_missing_device_is_one_line():
     from sits.errors import DeviceError
     with pytest.raises(DeviceError, match="^/dev/video99: no such device$"):
         FdOwner.open("/dev/video99")
+
+
+def test_subclass_open_passes_path_through():
+    class Named(FdOwner):
+        __slots__ = ("path",)
+
+        def __init__(self, fd, path):
+            super().__init__(fd)
+            self.path = path
+
+    with Named.open("/dev/null", os.O_RDONLY, path="/dev/null") as n:
+        assert n.path == "/dev/null"

@@ -1,0 +1,61 @@
+"""AtomicRequest: properties by name, committed as one atomic state.
+
+Property ids are looked up once per (object, name) and cached on the card.
+Fence properties are handled here because their values are pointers:
+OUT_FENCE_PTR / WRITEBACK_OUT_FENCE_PTR get an int32 the kernel writes a
+sync_file fd into, kept alive until commit() returns and then owned as a
+SyncFile.
+"""
+import weakref
+
+from sits._kernel import ffi, lib
+from sits.dmabuf.sync_file import SyncFile
+from sits.errors import KernelCallError
+
+TEST_ONLY = lib.DRM_MODE_ATOMIC_TEST_ONLY
+NONBLOCK = lib.DRM_MODE_ATOMIC_NONBLOCK
+ALLOW_MODESET = lib.DRM_MODE_ATOMIC_ALLOW_MODESET
+PAGE_FLIP_EVENT = lib.DRM_MODE_PAGE_FLIP_EVENT
+
+
+class AtomicRequest:
+    def __init__(self, card):
+        self.card = card
+        req = lib.drmModeAtomicAlloc()
+        if req == ffi.NULL:
+            raise MemoryError("drmModeAtomicAlloc")
+        self._req = req
+        self._free = weakref.finalize(self, lib.drmModeAtomicFree, req)
+        self._fence_slots: dict[str, object] = {}
+        self.fences: dict[str, SyncFile | None] = {}
+        self.props: list[tuple[int, str, int]] = []
+
+    def add(self, obj_id: int, name: str, value: int) -> "AtomicRequest":
+        prop_id = self.card.prop_id(obj_id, name)
+        ret = lib.drmModeAtomicAddProperty(self._req, obj_id, prop_id, value)
+        if ret < 0:
+            raise KernelCallError(-ret, "drmModeAtomicAddProperty", f"{name} on object {obj_id}")
+        self.props.append((obj_id, name, value))
+        return self
+
+    def add_out_fence(self, obj_id: int, name: str) -> "AtomicRequest":
+        """Ask for an out-fence (OUT_FENCE_PTR, WRITEBACK_OUT_FENCE_PTR);
+        after commit() it is in self.fences[name]."""
+        slot = ffi.new("int32_t *", -1)
+        self._fence_slots[name] = slot
+        return self.add(obj_id, name, int(ffi.cast("uintptr_t", slot)))
+
+    def commit(self, flags: int = 0, user_data: int = 0) -> dict[str, SyncFile | None]:
+        ret = lib.drmModeAtomicCommit(self.card.fileno(), self._req, flags,
+                                      ffi.cast("void *", user_data))
+        if ret < 0:
+            err = ffi.errno if ret == -1 else -ret
+            raise KernelCallError(err, "DRM_IOCTL_MODE_ATOMIC",
+                                  "test-only commit refused" if flags & TEST_ONLY else None)
+        if not flags & TEST_ONLY:
+            for name, slot in self._fence_slots.items():
+                self.fences[name] = SyncFile.from_fd(slot[0])
+        return self.fences
+
+    def close(self):
+        self._free()

@@ -1,0 +1,221 @@
+"""KmsOutput: one connector + CRTC + plane driven by atomic commits.
+
+Choosing: the first connected (non-writeback) connector, or the one named;
+a CRTC its encoders can drive; a plane on that CRTC that accepts the
+buffer's format (primary first); the mode matching the buffer size when one
+exists, else the preferred mode with the image centred (cropped through
+SRC_* when it is larger). Everything the first commit changes is saved and
+restored by close().
+"""
+import errno
+from dataclasses import dataclass
+
+from sits._kernel import ffi, lib
+from sits.drm import raw
+from sits.drm.atomic import ALLOW_MODESET, NONBLOCK, PAGE_FLIP_EVENT, TEST_ONLY, AtomicRequest
+from sits.errors import DeviceError, KernelCallError, UsageError
+
+PLANE_PROPS = ("FB_ID", "CRTC_ID", "SRC_X", "SRC_Y", "SRC_W", "SRC_H",
+               "CRTC_X", "CRTC_Y", "CRTC_W", "CRTC_H")
+
+
+@dataclass
+class Placement:
+    src: tuple[int, int, int, int]   # x, y, w, h in buffer pixels
+    dst: tuple[int, int, int, int]   # x, y, w, h on the CRTC
+
+
+def place(buf_w: int, buf_h: int, mode_w: int, mode_h: int) -> Placement:
+    """Centre the buffer on the mode without scaling; crop what does not fit."""
+    w, h = min(buf_w, mode_w), min(buf_h, mode_h)
+    return Placement(((buf_w - w) // 2, (buf_h - h) // 2, w, h),
+                     ((mode_w - w) // 2, (mode_h - h) // 2, w, h))
+
+
+class KmsOutput:
+    def __init__(self, card, drm_fourcc: str, size: tuple[int, int], connector: str | None = None,
+                 writeback: bool = False):
+        if not card.atomic:
+            raise DeviceError(f"{card.path}: driver {card.driver} has no atomic modesetting")
+        self.card = card
+        self.format = drm_fourcc
+        self.size = size
+        self.connector = self._pick_connector(connector)
+        self.crtc_id, self.crtc_index = self._pick_crtc()
+        self.plane_id = self._pick_plane(drm_fourcc)
+        self.mode = self._pick_mode(size)
+        self.placement = place(size[0], size[1], self.mode.width, self.mode.height)
+        self.writeback = self._pick_writeback() if writeback else None
+        self._saved: list[tuple[int, str, int]] | None = None
+        self._mode_blob = 0
+        self._modeset_done = False
+
+    # -------------------------------------------------------------- choose
+    def _pick_connector(self, name):
+        conns = [c for c in self.card.connectors() if not c.is_writeback]
+        if name:
+            for c in conns:
+                if c.name == name:
+                    if not c.connected:
+                        raise DeviceError(f"connector {name} is {c.connection}")
+                    return c
+            raise UsageError(f"no connector {name!r} on {self.card.path}; "
+                             f"connectors: {', '.join(c.name for c in conns)}")
+        for c in conns:
+            if c.connected and c.modes:
+                return c
+        raise DeviceError(f"{self.card.path}: no connected display connector")
+
+    def _pick_crtc(self):
+        crtcs = self.card.resources().crtcs
+        fd = self.card.fileno()
+        current = raw.get_encoder(fd, self.connector.encoder_id).crtc_id if self.connector.encoder_id else 0
+        if current in crtcs:
+            return current, crtcs.index(current)
+        for enc_id in self.connector.encoders:
+            enc = raw.get_encoder(fd, enc_id)
+            for i, crtc in enumerate(crtcs):
+                if enc.possible_crtcs & (1 << i):
+                    return crtc, i
+        raise DeviceError(f"no CRTC can drive {self.connector.name}")
+
+    def _pick_plane(self, drm_fourcc):
+        candidates = []
+        for p in self.card.planes():
+            if not p.possible_crtcs & (1 << self.crtc_index):
+                continue
+            kind = self.card.plane_type(p.id)
+            if kind == "cursor":
+                continue
+            candidates.append((kind != "primary", p))
+        candidates.sort(key=lambda t: t[0])
+        for _, p in candidates:
+            if drm_fourcc in p.formats:
+                return p.id
+        raise UsageError(f"no plane on {self.connector.name} accepts {drm_fourcc}")
+
+    def _pick_mode(self, size):
+        modes = self.connector.modes
+        exact = [m for m in modes if (m.width, m.height) == tuple(size)]
+        if exact:
+            return exact[0]
+        preferred = [m for m in modes if m.preferred]
+        return (preferred or modes)[0]
+
+    def _pick_writeback(self):
+        for c in self.card.connectors():
+            if c.is_writeback:
+                for enc_id in c.encoders:
+                    if raw.get_encoder(self.card.fileno(), enc_id).possible_crtcs & (1 << self.crtc_index):
+                        return c
+        return None
+
+    @staticmethod
+    def supported_formats(card, connector: str | None = None) -> list[str]:
+        """Formats some plane of the chosen CRTC can scan out."""
+        out = KmsOutput.__new__(KmsOutput)
+        out.card = card
+        out.connector = out._pick_connector(connector)
+        out.crtc_id, out.crtc_index = out._pick_crtc()
+        fmts = []
+        for p in card.planes():
+            if p.possible_crtcs & (1 << out.crtc_index) and card.plane_type(p.id) != "cursor":
+                fmts += [f for f in p.formats if f not in fmts]
+        return fmts
+
+    # -------------------------------------------------------------- commit
+    def _save(self):
+        saved = []
+        # A MODE_ID blob dies with the state that used it, so keep the mode's
+        # bytes and make a new blob at restore time.
+        mode_blob = self.card.prop_value(self.crtc_id, "MODE_ID")
+        self._saved_mode = raw.get_blob(self.card.fileno(), mode_blob) if mode_blob else None
+        saved.append((self.crtc_id, "ACTIVE", self.card.prop_value(self.crtc_id, "ACTIVE")))
+        saved.append((self.connector.id, "CRTC_ID", self.card.prop_value(self.connector.id, "CRTC_ID")))
+        for name in PLANE_PROPS:
+            saved.append((self.plane_id, name, self.card.prop_value(self.plane_id, name)))
+        if self.writeback:
+            saved.append((self.writeback.id, "CRTC_ID", self.card.prop_value(self.writeback.id, "CRTC_ID")))
+        self._saved = saved
+
+    def _create_blob(self, data: bytes) -> int:
+        blob = ffi.new("uint32_t *")
+        ret = lib.drmModeCreatePropertyBlob(self.card.fileno(), ffi.from_buffer(data), len(data), blob)
+        if ret < 0:
+            raise KernelCallError(ffi.errno if ret == -1 else -ret, "DRM_IOCTL_MODE_CREATEPROPBLOB")
+        return blob[0]
+
+    def request(self, fb, *, in_fence=None, writeback_fb=None) -> tuple[AtomicRequest, int]:
+        """The atomic request showing `fb`, and the flags it needs."""
+        req = AtomicRequest(self.card)
+        flags = 0
+        if not self._modeset_done:
+            if self._saved is None:
+                self._save()
+            if not self._mode_blob:
+                self._mode_blob = self._create_blob(self.mode.raw)
+            req.add(self.crtc_id, "MODE_ID", self._mode_blob).add(self.crtc_id, "ACTIVE", 1)
+            req.add(self.connector.id, "CRTC_ID", self.crtc_id)
+            if self.writeback:
+                req.add(self.writeback.id, "CRTC_ID", self.crtc_id)
+            flags |= ALLOW_MODESET
+        sx, sy, sw, sh = self.placement.src
+        dx, dy, dw, dh = self.placement.dst
+        req.add(self.plane_id, "FB_ID", fb.id).add(self.plane_id, "CRTC_ID", self.crtc_id)
+        for name, v in (("SRC_X", sx << 16), ("SRC_Y", sy << 16), ("SRC_W", sw << 16), ("SRC_H", sh << 16),
+                        ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw), ("CRTC_H", dh)):
+            req.add(self.plane_id, name, v)
+        if in_fence is not None:
+            req.add(self.plane_id, "IN_FENCE_FD", in_fence.fileno())
+        req.add_out_fence(self.crtc_id, "OUT_FENCE_PTR")
+        if writeback_fb is not None:
+            if not self.writeback:
+                raise DeviceError("no writeback connector on this CRTC")
+            req.add(self.writeback.id, "WRITEBACK_FB_ID", writeback_fb.id)
+            req.add_out_fence(self.writeback.id, "WRITEBACK_OUT_FENCE_PTR")
+        return req, flags
+
+    def test(self, fb, writeback_fb=None) -> None:
+        """TEST_ONLY commit of what the first flip will do: fails early and
+        cleanly (nothing changes on screen) if the driver refuses it."""
+        req, flags = self.request(fb, writeback_fb=writeback_fb)
+        try:
+            req.commit(flags | TEST_ONLY)
+        except KernelCallError as exc:
+            raise DeviceError(f"{self.card.driver} refuses to show {self.format} "
+                              f"{self.size[0]}x{self.size[1]} on {self.connector.name} "
+                              f"({self.mode}): {exc}") from exc
+
+    def flip(self, fb, *, in_fence=None, writeback_fb=None, user_data: int = 0) -> dict:
+        """Non-blocking commit with a page-flip event; returns its fences
+        ({'OUT_FENCE_PTR': SyncFile, 'WRITEBACK_OUT_FENCE_PTR': ...})."""
+        req, flags = self.request(fb, in_fence=in_fence, writeback_fb=writeback_fb)
+        fences = req.commit(flags | NONBLOCK | PAGE_FLIP_EVENT, user_data)
+        self._modeset_done = True
+        return fences
+
+    def restore(self) -> None:
+        """Put back what the first commit changed (blocking, modeset)."""
+        if self._saved is None:
+            return
+        req = AtomicRequest(self.card)
+        old_blob = self._create_blob(self._saved_mode) if self._saved_mode else 0
+        req.add(self.crtc_id, "MODE_ID", old_blob)
+        for obj, name, value in self._saved:
+            req.add(obj, name, value)
+        try:
+            req.commit(ALLOW_MODESET)
+        except KernelCallError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            # a flip still in flight: wait for the vblank and try once more
+            import select
+            select.select([self.card.fileno()], [], [], 0.5)
+            self.card.read_events()
+            req.commit(ALLOW_MODESET)
+        self._saved = None
+        self._modeset_done = False
+        for blob in (self._mode_blob, old_blob):
+            if blob:
+                lib.drmModeDestroyPropertyBlob(self.card.fileno(), blob)
+        self._mode_blob = 0

@@ -1,0 +1,483 @@
+"""V4L2 capture -> dma-buf -> KMS, driven by one poll loop.
+
+Frame life: DQBUF gives a Frame with a "display" lease. If a plane can scan
+out the camera format, the capture dma-buf itself is shown (PRIME import,
+one cached framebuffer per capture buffer); otherwise the CPU converts into
+a dumb buffer and the capture buffer is released at once. A shown frame's
+lease is released when the commit that replaced it on screen has signalled
+its out-fence; a frame picked for verification is also held by a "verify"
+lease until the writeback fence signals and the pixels are compared.
+
+One poll() over the V4L2 fd, the DRM fd, fence fds, the uevent socket and a
+stop pipe (signals): no sleeps, no busy loops.
+"""
+import os
+import resource
+import select
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sits.drm.card import Card, card_paths
+from sits.drm.framebuffer import DumbBuffer, Framebuffer
+from sits.drm.output import KmsOutput
+from sits.errors import DeviceError, SitsError, UsageError
+from sits.formats import BY_V4L2, drm_for_v4l2
+from sits.pipeline import convert, verify
+from sits.pipeline.png import write_png
+from sits.v4l2.capture import CaptureDevice, is_disconnect
+
+
+@dataclass
+class CaptureOptions:
+    device: str | None = None
+    card: str | None = None
+    connector: str | None = None
+    format: str | None = None
+    size: tuple[int, int] | None = None
+    fps: int | None = None
+    frames: int | None = None
+    duration: float | None = None
+    memory: str = "mmap"
+    buffers: int = 4
+    verify: bool = False
+    verify_every: int = 10
+    snapshot: str | None = None
+    reconnect: bool = False
+
+
+@dataclass
+class Summary:
+    frames_captured: int = 0
+    frames_displayed: int = 0
+    frames_dropped: int = 0
+    buffer_errors: int = 0
+    requeue_errors: int = 0
+    zero_copy: bool = True
+    cpu_copies_per_frame: int = 0
+    memory: str = "mmap"
+    format: str = ""
+    display_format: str = ""
+    size: str = ""
+    mode: str = ""
+    device: str = ""
+    card: str = ""
+    connector: str = ""
+    verify: dict = field(default_factory=lambda: {"checked": 0, "mismatched": 0})
+    latency_ms: dict = field(default_factory=dict)
+    cpu_ms_per_frame: float = 0.0
+    fps: float = 0.0
+    duration_s: float = 0.0
+    snapshot: str | None = None
+    stopped_by: str = ""
+    timestamp_anomalies: int = 0
+    hotplug_events: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None}
+    a = np.asarray(values)
+    return {f"p{q}": round(float(np.percentile(a, q)), 3) for q in (50, 95, 99)}
+
+
+class _Shown:
+    """A commit in flight or on screen: which frame, which lease."""
+    __slots__ = ("frame", "lease", "seq", "timestamp_ns", "fence", "wb")
+
+    def __init__(self, frame, lease, fence, wb, timestamp_ns):
+        self.frame, self.lease, self.fence, self.wb = frame, lease, fence, wb
+        self.seq = frame.sequence
+        self.timestamp_ns = timestamp_ns
+
+
+class CaptureToKms:
+    """Build with options, then run(); run() always cleans up (CRTC restored,
+    every lease released, every fd closed), also on errors and signals."""
+
+    def __init__(self, opts: CaptureOptions, on_status=None, status_interval: float = 0.5):
+        self.opts = opts
+        self.on_status = on_status
+        self.status_interval = status_interval
+        self.summary = Summary(memory=opts.memory)
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._stop_reason = None
+        self._latencies: list[float] = []
+        self._closers = []
+
+    # ------------------------------------------------------------- control
+    def request_stop(self, reason: str = "signal") -> None:
+        """Safe from a signal handler: wakes the loop, which winds down."""
+        self._stop_reason = self._stop_reason or reason
+        try:
+            os.write(self._stop_w, b"x")
+        except OSError:
+            pass
+
+    # --------------------------------------------------------------- setup
+    def _open_capture(self) -> CaptureDevice:
+        o = self.opts
+        cap = CaptureDevice.open(o.device) if o.device else CaptureDevice.first()
+        self._closers.append(cap)
+        return cap
+
+    def _open_card(self) -> Card:
+        o = self.opts
+        paths = [o.card] if o.card else card_paths()
+        if not paths:
+            raise DeviceError("no DRM card found (/dev/dri/card*)")
+        last = None
+        for path in paths:
+            card = Card.open(path)
+            try:
+                if card.atomic and any(c.connected and not c.is_writeback for c in card.connectors()):
+                    self._closers.append(card)
+                    return card
+                last = DeviceError(f"{path}: no connected connector" if card.atomic
+                                   else f"{path}: no atomic modesetting")
+            except BaseException:
+                card.close()
+                raise
+            card.close()
+        raise last
+
+    def _choose_format(self, cap: CaptureDevice, card: Card) -> str:
+        """The camera format: the one asked for, else the first the camera
+        offers that a plane can show, else one we can convert."""
+        o = self.opts
+        if o.format:
+            return o.format
+        showable = KmsOutput.supported_formats(card, o.connector)
+        offered = [f.fourcc for f in cap.formats()]
+        for code in offered:
+            if drm_for_v4l2(code) in showable and BY_V4L2[code].rgb:
+                return code
+        for code in offered:
+            if code in convert.CONVERTERS:
+                return code
+        raise UsageError(f"camera offers {' '.join(offered)}; none can be shown or converted")
+
+    # ----------------------------------------------------------------- run
+    def run(self) -> Summary:
+        try:
+            return self._run()
+        finally:
+            self._cleanup()
+
+    def _run(self) -> Summary:
+        o, s = self.opts, self.summary
+        cap = self._open_capture()
+        card = self._open_card()
+        code = self._choose_format(cap, card)
+        fmt = cap.configure(code, o.size, o.fps)
+        drm_code = drm_for_v4l2(code)
+        showable = KmsOutput.supported_formats(card, o.connector)
+        self.zero_copy = drm_code in showable
+        if not self.zero_copy and code not in convert.CONVERTERS:
+            raise UsageError(f"no plane shows {code} and sits cannot convert it; "
+                             f"planes show {' '.join(showable)}")
+        display_code = drm_code if self.zero_copy else "XR24"
+        out = KmsOutput(card, display_code, fmt.size, o.connector, writeback=o.verify or bool(o.snapshot))
+        self.out = out
+        if (o.verify or o.snapshot) and out.writeback is None:
+            raise DeviceError(f"{card.path}: --verify/--snapshot need a writeback connector, and it has none")
+        s.zero_copy = self.zero_copy
+        s.cpu_copies_per_frame = 0 if self.zero_copy else 1
+        s.format, s.display_format = code, display_code
+        s.size, s.mode = f"{fmt.width}x{fmt.height}", str(out.mode)
+        s.device, s.card, s.connector = cap.path, card.path, out.connector.name
+
+        cap.allocate(o.buffers, o.memory)
+        self.cap, self.card = cap, card
+        self._fbs: dict[int, Framebuffer] = {}
+        self._dumbs = []
+        if not self.zero_copy:
+            # on screen + in flight + being written: three are always enough
+            self._dumbs = [DumbBuffer(card, fmt.width, fmt.height, "XR24") for _ in range(3)]
+            self._closers.extend(self._dumbs)
+        self._wb = None
+        if out.writeback is not None:
+            self._wb = DumbBuffer(card, out.mode.width, out.mode.height, "XR24")
+            self._closers.append(self._wb)
+        first_fb = self._fb_for_buffer(cap.buffers[0]) if self.zero_copy else self._dumbs[0].fb
+        out.test(first_fb, writeback_fb=self._wb.fb if self._wb else None)
+
+        self._hotplug = None
+        try:
+            from sits.pipeline.hotplug import HotplugMonitor
+            self._hotplug = HotplugMonitor()
+            self._closers.append(self._hotplug)
+        except Exception:  # noqa: BLE001 - hotplug is a nicety; the chain works without it
+            self._hotplug = None
+        return self._loop()
+
+    def _fb_for_buffer(self, buf) -> Framebuffer:
+        fb = self._fbs.get(buf.index)
+        if fb is None:
+            f = buf.format
+            fb = Framebuffer.from_dmabuf(self.card, buf.dmabuf, f.width, f.height,
+                                         drm_for_v4l2(f.fourcc), f.bytesperline)
+            self._fbs[buf.index] = fb
+            self._closers.append(fb)
+        return fb
+
+    # ---------------------------------------------------------------- loop
+    def _loop(self) -> Summary:
+        o, s, cap, card = self.opts, self.summary, self.cap, self.card
+        poller = select.poll()
+        poller.register(cap.fileno(), select.POLLIN | select.POLLPRI)
+        poller.register(card.fileno(), select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        if self._hotplug:
+            poller.register(self._hotplug.fileno(), select.POLLIN)
+        fences: dict[int, tuple] = {}          # fd -> (SyncFile, kind, payload)
+
+        def watch(fence, kind, payload):
+            if fence is None:
+                on_fence(kind, payload)
+            else:
+                fences[fence.fileno()] = (fence, kind, payload)
+                poller.register(fence.fileno(), select.POLLIN)
+
+        def on_fence(kind, payload):
+            if kind == "retire":            # the commit that replaced it is on screen
+                if payload is not None:
+                    payload.lease.release()
+            elif kind == "writeback":
+                self._wb_pending = False
+                try:
+                    self._check_writeback(payload)
+                finally:
+                    try_commit()
+
+        # vkms composes a writeback job after the vblank, from the newest
+        # state: a commit made before its fence signals would be what it
+        # writes back. So no commit while a writeback is in flight.
+        self._wb_pending = False
+        self._pending = None                  # committed, flip event not yet seen
+        self._on_screen = None
+        self._next = None                     # newest frame waiting for a commit
+        self._dumb_i = 0
+        start = time.monotonic()
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        deadline = start + o.duration if o.duration else None
+        last_status = start
+        capturing = True
+        cap.start()
+
+        def commit(frame, lease):
+            wb_fb = None
+            if self._wb is not None and self._want_writeback(s.frames_displayed + (self._pending is not None)):
+                wb_fb = self._wb.fb
+            if self.zero_copy:
+                fb = self._fb_for_buffer(frame.buffer)
+            else:
+                dumb = self._dumbs[self._dumb_i % len(self._dumbs)]
+                self._dumb_i += 1
+                with frame.dmabuf.cpu_access() as m:
+                    f = frame.format
+                    src = convert.rows(m, f.height, f.bytesperline, f.width * 2)
+                    dst = np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :f.width * 4]
+                    convert.CONVERTERS[f.fourcc](src, dst.reshape(f.height, f.width, 4))
+                fb = dumb.fb
+            verify_lease = None
+            if wb_fb is not None:
+                verify_lease = frame.lease("verify")
+            fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=frame.sequence + 1)
+            shown = _Shown(frame, lease, fences_out.get("OUT_FENCE_PTR"), None, self._capture_time(frame))
+            if not self.zero_copy:
+                lease.release()             # the CPU copy is done with it
+                shown.lease = None
+            previous = self._pending or self._on_screen
+            self._pending = shown
+            # the frame shown before this commit goes back once this one is on screen
+            watch(shown.fence, "retire", previous if previous is not shown else None)
+            if wb_fb is not None:
+                self._wb_pending = True
+                watch(fences_out.get("WRITEBACK_OUT_FENCE_PTR"), "writeback",
+                      (frame, verify_lease, None if self.zero_copy else dumb))
+
+        def try_commit():
+            if self._next is not None and self._pending is None and not self._wb_pending:
+                (frame, lease), self._next = self._next, None
+                commit(frame, lease)
+
+        while True:
+            if capturing and self._stop_reason is None:
+                if o.frames and s.frames_captured >= o.frames:
+                    self._stop_reason = "frames"
+                elif deadline and time.monotonic() >= deadline:
+                    self._stop_reason = "duration"
+            if self._stop_reason and capturing:
+                capturing = False
+                cap.stop()
+                if self._next is not None:
+                    self._next[1].release()
+                    self._next = None
+                    s.frames_dropped += 1
+            if not capturing and self._pending is None and not fences:
+                break
+            timeout = 1000 * self.status_interval
+            if deadline and capturing:
+                timeout = min(timeout, max(0, (deadline - time.monotonic()) * 1000))
+            if not capturing:
+                timeout = 2000  # last flip / fences: bounded wait
+            events = poller.poll(timeout)
+            if not events and not capturing:
+                break  # a fence that never signals must not hang shutdown
+            for fd, ev in events:
+                if fd == self._stop_r:
+                    os.read(self._stop_r, 64)
+                elif fd == cap.fileno():
+                    if ev & (select.POLLERR | select.POLLHUP) and not ev & select.POLLIN:
+                        if capturing and not cap.closed and not os.path.exists(cap.path):
+                            raise DeviceError(f"{cap.path} disconnected")
+                    while capturing:
+                        try:
+                            frame = cap.dequeue()
+                        except OSError as exc:
+                            if is_disconnect(exc):
+                                raise DeviceError(f"{cap.path} disconnected") from exc
+                            raise
+                        if frame is None:
+                            break
+                        s.frames_captured += 1
+                        if self._next is not None:      # a newer frame came first
+                            self._next[1].release()
+                            s.frames_dropped += 1
+                        self._next = (frame, frame.lease("display"))
+                        if o.frames and s.frames_captured >= o.frames:
+                            break
+                    try_commit()
+                elif fd == card.fileno():
+                    for e in card.read_events():
+                        if self._pending is not None and e.user_data == self._pending.seq + 1:
+                            s.frames_displayed += 1
+                            self._latencies.append((e.timestamp_ns - self._pending.timestamp_ns) / 1e6)
+                            self._on_screen, self._pending = self._pending, None
+                    try_commit()
+                elif self._hotplug and fd == self._hotplug.fileno():
+                    self._on_uevents()
+                elif fd in fences:
+                    fence, kind, payload = fences.pop(fd)
+                    poller.unregister(fd)
+                    fence.close()
+                    on_fence(kind, payload)
+            now = time.monotonic()
+            if self.on_status and now - last_status >= self.status_interval:
+                last_status = now
+                self._finish(start, cpu0)
+                self.on_status(self.summary)
+        for fd, (fence, kind, payload) in fences.items():
+            fence.close()
+            if kind == "writeback" and payload[1] is not None:
+                payload[1].release()
+        self._finish(start, cpu0)
+        s.stopped_by = self._stop_reason or "fence timeout"
+        return s
+
+    def _capture_time(self, frame) -> int:
+        """The frame's V4L2 timestamp (CLOCK_MONOTONIC). A driver whose
+        timestamp lies after the moment we dequeued the buffer (vivid's
+        schedule-based clock in a slow VM does) cannot be believed: the
+        dequeue time is used instead and the anomaly counted."""
+        if frame.timestamp_ns <= 0 or frame.timestamp_ns > frame.dequeued_ns:
+            self.summary.timestamp_anomalies += 1
+            return frame.dequeued_ns
+        return frame.timestamp_ns
+
+    def _want_writeback(self, displayed: int) -> bool:
+        o = self.opts
+        if o.verify and displayed % max(1, o.verify_every) == 0:
+            return True
+        # the snapshot: the last frame of a --frames run (or the first, as a start)
+        return bool(o.snapshot) and (self.summary.snapshot is None and displayed == 0
+                                     or (o.frames and self.summary.frames_captured >= o.frames))
+
+    def _check_writeback(self, payload) -> None:
+        frame, lease, dumb = payload
+        s, o = self.summary, self.opts
+        wb = self._wb
+        try:
+            shown_all = verify.to_rgb(wb.map(), "XR24", wb.width, wb.height, wb.pitch)
+            x, y, w, h = self.out.placement.dst
+            sx, sy, _, _ = self.out.placement.src
+            shown = shown_all[y:y + h, x:x + w]
+            if o.snapshot:
+                write_png(o.snapshot, np.ascontiguousarray(shown_all))
+                s.snapshot = o.snapshot
+            if o.verify:
+                f = frame.format
+                if dumb is None:
+                    with frame.dmabuf.cpu_access() as m:
+                        expected = verify.to_rgb(m, drm_for_v4l2(f.fourcc), f.width, f.height, f.bytesperline)
+                        expected = expected[sy:sy + h, sx:sx + w]
+                        bad = verify.mismatches(shown, expected)
+                else:
+                    expected = verify.to_rgb(dumb.map(), "XR24", dumb.width, dumb.height, dumb.pitch)
+                    bad = verify.mismatches(shown, expected[sy:sy + h, sx:sx + w])
+                s.verify["checked"] += 1
+                if bad:
+                    s.verify["mismatched"] += 1
+                    s.verify.setdefault("first_mismatch", {"sequence": frame.sequence, "pixels": bad})
+        finally:
+            if lease is not None:
+                lease.release()
+
+    def _on_uevents(self) -> None:
+        for ev in self._hotplug.read():
+            if ev.subsystem == "video4linux" and ev.action == "remove" and ev.devname == self.cap.path:
+                raise DeviceError(f"{self.cap.path} disconnected")
+            if ev.subsystem == "drm" and ev.hotplug:
+                self.summary.hotplug_events += 1
+
+    def _finish(self, start, cpu0) -> None:
+        s = self.summary
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        s.duration_s = round(time.monotonic() - start, 3)
+        s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
+        s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
+        s.buffer_errors = self.cap.stats.buffer_errors
+        s.requeue_errors = self.cap.stats.requeue_errors
+        s.latency_ms = percentiles(self._latencies)
+
+    # ------------------------------------------------------------- cleanup
+    def _cleanup(self) -> None:
+        errors = []
+        out = getattr(self, "out", None)
+        if out is not None:
+            try:
+                out.restore()
+            except Exception as exc:  # noqa: BLE001 - keep closing the rest
+                errors.append(exc)
+        pending = getattr(self, "_next", None)
+        if pending is not None:
+            pending[1].release()
+        for name in ("_pending", "_on_screen"):
+            shown = getattr(self, name, None)
+            if shown is not None and shown.lease is not None:
+                shown.lease.release()
+        cap = getattr(self, "cap", None)
+        if cap is not None and cap.streaming:
+            try:
+                cap.stop()
+            except OSError:
+                pass
+        for obj in reversed(self._closers):
+            try:
+                obj.close()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        self._closers.clear()
+        for fd in (self._stop_r, self._stop_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if errors and not isinstance(errors[0], SitsError):
+            raise errors[0]

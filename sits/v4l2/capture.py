@@ -1,0 +1,294 @@
+"""CaptureDevice: a V4L2 capture node streaming into dma-bufs.
+
+Buffers are dma-bufs from the start: MMAP buffers are exported once with
+VIDIOC_EXPBUF; with memory="heap"/"udmabuf" sits allocates them and queues
+them as V4L2_MEMORY_DMABUF. A dequeued buffer becomes a Frame; consumers
+take Leases on it and the buffer is queued again only when the last lease is
+released (after the flip that replaced it, a fence, a CUDA event) -- never by
+the dequeue itself.
+"""
+import errno
+import time
+from dataclasses import dataclass
+
+from sits._kernel import lib
+from sits.dmabuf.buffer import DmaBuf
+from sits.errors import DeviceError, IoctlError, UsageError
+from sits.formats import fourcc
+from sits.v4l2 import raw
+from sits.v4l2.device import VideoDevice, video_paths
+
+CAPTURE = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE
+MEMORY_KINDS = ("mmap", "heap", "udmabuf")
+
+
+class CaptureBuffer:
+    """One V4L2 buffer slot and the dma-buf that holds its pixels."""
+
+    __slots__ = ("index", "dmabuf", "format", "queued", "__weakref__")
+
+    def __init__(self, index: int, dmabuf: DmaBuf, fmt: raw.Format):
+        self.index = index
+        self.dmabuf = dmabuf
+        self.format = fmt
+        self.queued = False
+
+    def __repr__(self):
+        return f"<CaptureBuffer {self.index} {'queued' if self.queued else 'out'}>"
+
+
+class Lease:
+    """One consumer's claim on a Frame; release() is idempotent."""
+
+    __slots__ = ("frame", "holder", "_live")
+
+    def __init__(self, frame: "Frame", holder: str):
+        self.frame = frame
+        self.holder = holder
+        self._live = True
+
+    def release(self) -> None:
+        if self._live:
+            self._live = False
+            self.frame._release(self)
+
+    @property
+    def live(self) -> bool:
+        return self._live
+
+    def __repr__(self):
+        return f"<Lease {self.holder} on frame {self.frame.sequence}{'' if self._live else ' released'}>"
+
+
+class Frame:
+    """A filled buffer out of the driver, with its sequence and timestamp."""
+
+    __slots__ = ("buffer", "sequence", "timestamp_ns", "dequeued_ns", "bytesused", "_device", "_leases")
+
+    def __init__(self, device: "CaptureDevice", buffer: CaptureBuffer, d: raw.Dequeued):
+        self._device = device  # a frame keeps its device alive
+        self.buffer = buffer
+        self.sequence = d.sequence
+        self.timestamp_ns = d.timestamp_ns
+        self.dequeued_ns = time.monotonic_ns()
+        self.bytesused = d.bytesused
+        self._leases: set[Lease] = set()
+
+    @property
+    def dmabuf(self) -> DmaBuf:
+        return self.buffer.dmabuf
+
+    @property
+    def format(self) -> raw.Format:
+        return self.buffer.format
+
+    def lease(self, holder: str) -> Lease:
+        lease = Lease(self, holder)
+        self._leases.add(lease)
+        return lease
+
+    @property
+    def holders(self) -> list[str]:
+        return sorted(le.holder for le in self._leases)
+
+    def _release(self, lease: Lease) -> None:
+        self._leases.discard(lease)
+        if not self._leases:
+            self._device._requeue(self.buffer)
+
+    def __repr__(self):
+        return f"<Frame seq={self.sequence} buf={self.buffer.index} holders={self.holders}>"
+
+
+@dataclass
+class CaptureStats:
+    dequeued: int = 0
+    buffer_errors: int = 0
+    requeue_errors: int = 0
+
+
+class CaptureDevice(VideoDevice):
+    """Configure, allocate, stream. Use as a context manager: close() stops
+    streaming, closes every dma-buf and frees the driver's buffers."""
+
+    __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "_memory_type", "_allocator")
+
+    def __init__(self, fd: int, path: str = "?"):
+        super().__init__(fd, path)
+        if not self.cap.is_capture:
+            raise DeviceError(f"{path}: not a video capture device ({self.cap.driver} '{self.cap.card}': "
+                              f"{', '.join(self.cap.cap_names) or 'no capture capability'})")
+        if not self.cap.caps & lib.V4L2_CAP_STREAMING:
+            raise DeviceError(f"{path}: {self.cap.driver} cannot stream (no V4L2_CAP_STREAMING)")
+        self.format: raw.Format | None = None
+        self.memory = None
+        self.buffers: list[CaptureBuffer] = []
+        self.streaming = False
+        self.stats = CaptureStats()
+        self.fps = 0.0
+        self._memory_type = lib.V4L2_MEMORY_MMAP
+        self._allocator = None
+
+    @classmethod
+    def first(cls) -> "CaptureDevice":
+        """The first capture device present, like GStreamer's v4l2src."""
+        for path in video_paths():
+            try:
+                return cls.open(path)
+            except DeviceError:
+                continue
+        raise DeviceError("no V4L2 capture device found (is a camera plugged in, or vivid loaded?)")
+
+    # ----------------------------------------------------------- configure
+    def configure(self, code: str | None = None, size: tuple[int, int] | None = None,
+                  fps: int | None = None) -> raw.Format:
+        """Negotiate the format. The driver's bytesperline/sizeimage are kept
+        as they are (stride may exceed width x bpp)."""
+        available = [f.fourcc for f in self.formats()]
+        current = raw.g_fmt(self.fileno())
+        code = code or current.fourcc
+        if code not in available:
+            raise UsageError(f"{self.path}: format {code} not supported; supported: {' '.join(available)}")
+        width, height = size or current.size
+        sizes = self.frame_sizes(code)
+        if (sizes.discrete or sizes.stepwise) and not sizes.allows(width, height):
+            raise UsageError(f"{self.path}: size {width}x{height} not supported for {code}; "
+                             f"supported: {sizes.describe()}")
+        fmt = raw.s_fmt(self.fileno(), fourcc(code), width, height)
+        if fmt.fourcc != code or fmt.size != (width, height):
+            raise UsageError(f"{self.path}: asked for {code} {width}x{height}, "
+                             f"driver offers {fmt.fourcc} {fmt.width}x{fmt.height}")
+        if fps:
+            try:
+                self.fps = raw.s_fps(self.fileno(), fps)
+            except IoctlError as exc:
+                if exc.errno not in (errno.ENOTTY, errno.EINVAL):
+                    raise
+        self.format = fmt
+        return fmt
+
+    # ------------------------------------------------------------- buffers
+    def allocate(self, count: int = 4, memory: str = "mmap") -> list[CaptureBuffer]:
+        """Create `count` buffers as dma-bufs: exported MMAP buffers, or
+        buffers from the system dma-heap / udmabuf imported as DMABUF."""
+        if memory not in MEMORY_KINDS:
+            raise UsageError(f"unknown memory {memory!r}; use one of {', '.join(MEMORY_KINDS)}")
+        if self.buffers:
+            raise UsageError("buffers are already allocated")
+        fmt = self.format or raw.g_fmt(self.fileno())
+        self.format = fmt
+        mtype = lib.V4L2_MEMORY_MMAP if memory == "mmap" else lib.V4L2_MEMORY_DMABUF
+        granted, caps = raw.reqbufs(self.fileno(), count, mtype)
+        if granted == 0:
+            raise DeviceError(f"{self.path}: driver granted no {memory} buffers")
+        self.memory, self._memory_type = memory, mtype
+        try:
+            if memory == "mmap":
+                for i in range(granted):
+                    length = raw.querybuf(self.fileno(), i, mtype).length
+                    self.buffers.append(CaptureBuffer(i, DmaBuf(raw.expbuf(self.fileno(), i), length), fmt))
+            else:
+                self._allocator = self._open_allocator(memory)
+                for i in range(granted):
+                    self.buffers.append(CaptureBuffer(i, self._allocator.alloc(fmt.sizeimage), fmt))
+        except BaseException:
+            self.free()
+            raise
+        return self.buffers
+
+    @staticmethod
+    def _open_allocator(memory: str):
+        if memory == "heap":
+            from sits.dmabuf.heap import DmaHeap
+            return DmaHeap.open("system")
+        from sits.dmabuf.udmabuf import Udmabuf
+        return Udmabuf.open()
+
+    def free(self) -> None:
+        """Close every dma-buf and give the driver's buffers back."""
+        if self.streaming:
+            self.stop()
+        for b in self.buffers:
+            b.dmabuf.close()
+        if self.buffers or self.memory:
+            try:
+                raw.reqbufs(self.fileno(), 0, self._memory_type)
+            except OSError:
+                pass  # a disconnected device has nothing left to free
+        self.buffers = []
+        self.memory = None
+        if self._allocator is not None:
+            self._allocator.close()
+            self._allocator = None
+
+    def _queue(self, buf: CaptureBuffer) -> None:
+        raw.qbuf(self.fileno(), buf.index, self._memory_type,
+                 dmabuf_fd=buf.dmabuf.fileno() if self._memory_type == lib.V4L2_MEMORY_DMABUF else -1,
+                 length=buf.dmabuf.size)
+        buf.queued = True
+
+    def _requeue(self, buf: CaptureBuffer) -> None:
+        """Called when a frame's last lease goes: the buffer may be filled again."""
+        if not self.streaming or buf.queued or self.closed:
+            return
+        try:
+            self._queue(buf)
+        except OSError:
+            # vivid's queue-error injection (and a vanishing device) land here:
+            # count it; the buffer stays out until the next start().
+            self.stats.requeue_errors += 1
+
+    # ------------------------------------------------------------ streaming
+    def start(self) -> None:
+        if not self.buffers:
+            self.allocate()
+        for b in self.buffers:
+            if not b.queued:
+                self._queue(b)
+        try:
+            raw.streamon(self.fileno())
+        except BaseException:
+            for b in self.buffers:
+                b.queued = False
+            raise
+        self.streaming = True
+
+    def stop(self) -> None:
+        """STREAMOFF: the driver drops every queued buffer (they come back
+        to us unfilled); leased frames stay valid until released."""
+        if not self.streaming:
+            return
+        self.streaming = False
+        try:
+            raw.streamoff(self.fileno())
+        finally:
+            for b in self.buffers:
+                b.queued = False
+
+    def dequeue(self) -> Frame | None:
+        """The next good frame, or None when none is ready. Buffers the
+        driver marks with V4L2_BUF_FLAG_ERROR are counted and requeued, never
+        returned."""
+        while True:
+            d = raw.dqbuf(self.fileno(), self._memory_type)
+            if d is None:
+                return None
+            buf = self.buffers[d.index]
+            buf.queued = False
+            self.stats.dequeued += 1
+            if d.error:
+                self.stats.buffer_errors += 1
+                self._requeue(buf)
+                continue
+            return Frame(self, buf, d)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.free()
+            finally:
+                super().close()
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENODEV, errno.ENXIO, errno.EIO)
