@@ -246,9 +246,16 @@ def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
                 *lines, pending = pending.split("\n")
                 for line in lines:
                     _scan(line, state, start)
+        if code is None:
+            try:  # both pipes closed: vng is exiting
+                proc.wait(max(1.0, timeout - (time.monotonic() - start)))
+            except subprocess.TimeoutExpired:
+                error, code = f"vng did not exit within {timeout:.0f} s", EXIT_TIMEOUT
     finally:
         sel.close()
-        if code is not None:
+        # Also on Ctrl-C or any error here: QEMU is in its own session and
+        # would otherwise outlive us.
+        if code is not None or proc.poll() is None:
             _kill(proc)
         proc.wait()
         proc.stdout.close()
@@ -334,6 +341,12 @@ def main(args: Sequence[str] | None = None) -> int:
     if not command:
         p.error("no command; use: tools/vm/run [options] -- COMMAND [ARGS...]")
     env = dict(kv.split("=", 1) for kv in ns.env)
+
+    def stop(signum, _frame):  # unwind through run_in_vm, which kills QEMU
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
 
     r = run_in_vm(
         command, timeout=ns.timeout, boot_timeout=ns.boot_timeout, rwdirs=ns.rwdir,
