@@ -10,7 +10,6 @@ guest's reason), so the tier counts in the host run's totals. Inside the VM
 """
 import json
 import os
-import shlex
 import sys
 import tempfile
 
@@ -71,22 +70,27 @@ class _VmSession:
             import sitsvm
         finally:
             sys.path.pop(0)
-        reason = sitsvm.not_ready_reason()
-        if reason:
-            self.error = ("skip", f"test VM not available: {reason}")
+        try:
+            sitsvm.check_setup()
+        except sitsvm.SetupMissing as exc:
+            self.error = ("skip", f"test VM not available: {exc}")
             return
-        outdir = tempfile.mkdtemp(prefix="vm-results-", dir=sitsvm.runs_dir())
+        runs = sitsvm.cache_dir() / "vm-runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        outdir = tempfile.mkdtemp(prefix="results-", dir=runs)
         out = os.path.join(outdir, "results.jsonl")
+        # A hung test must not eat the whole VM run: pytest-timeout per test.
+        per_test = os.environ.get("SITS_VM_TEST_TIMEOUT", "300")
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
-               f"--sits-vm-results={out}", *self.nodeids]
+               f"--timeout={per_test}", f"--sits-vm-results={out}", *self.nodeids]
         timeout = int(os.environ.get("SITS_VM_TIMEOUT", "2400"))
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line(f"booting the test VM for {len(self.nodeids)} vm-tier tests "
                           f"(timeout {timeout} s)...")
-        result = sitsvm.run_in_vm(shlex.join(cmd), timeout=timeout, rwdirs=[outdir], cwd=ROOT,
+        result = sitsvm.run_in_vm(cmd, timeout=timeout, rwdirs=[outdir], cwd=ROOT,
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1"},
-                                  echo=self.config.getoption("verbose") > 1)
+                                  echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
         with open(os.path.join(outdir, "vm.log"), "w") as f:
             f.write(result.output)
@@ -98,8 +102,10 @@ class _VmSession:
                     self.results[rec["nodeid"]] = rec
         if not self.results:
             tail = "\n".join(result.output.splitlines()[-30:])
-            self.error = ("fail", f"the VM run produced no results (exit {result.returncode}); "
-                                  f"last output:\n{tail}")
+            console = "\n".join((result.console or "").splitlines()[-20:])
+            self.error = ("fail", f"the VM run produced no results (exit {result.returncode}"
+                                  f"{': ' + result.error if result.error else ''}); last output:\n{tail}"
+                                  f"\nlast console lines:\n{console}")
 
 
 class VmReplayItem(pytest.Item):

@@ -20,8 +20,15 @@ app = typer.Typer(
 )
 
 
+_registered = False
+
+
 def _register() -> None:
     # Each sub-command lives in its own module next to this one.
+    global _registered
+    if _registered:
+        return
+    _registered = True
     from sits.cli import doctor
     app.command("doctor")(doctor.doctor)
     try:

@@ -182,6 +182,9 @@ class KmsOutput:
         try:
             req.commit(flags | TEST_ONLY)
         except KernelCallError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise DeviceError(f"{self.card.path}: another process holds DRM master "
+                                  "(a compositor, or another sits); stop it first") from exc
             raise DeviceError(f"{self.card.driver} refuses to show {self.format} "
                               f"{self.size[0]}x{self.size[1]} on {self.connector.name} "
                               f"({self.mode}): {exc}") from exc

@@ -45,6 +45,7 @@ class CaptureOptions:
     verify_every: int = 10
     snapshot: str | None = None
     reconnect: bool = False
+    stall_timeout: float = 20.0   # no frame for this long while streaming: give up
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Summary:
     frames_displayed: int = 0
     frames_dropped: int = 0
     buffer_errors: int = 0
-    requeue_errors: int = 0
+    v4l2_errors: dict = field(default_factory=dict)
     zero_copy: bool = True
     cpu_copies_per_frame: int = 0
     memory: str = "mmap"
@@ -153,8 +154,9 @@ class CaptureToKms:
             return o.format
         showable = KmsOutput.supported_formats(card, o.connector)
         offered = [f.fourcc for f in cap.formats()]
-        for code in offered:
-            if drm_for_v4l2(code) in showable and BY_V4L2[code].rgb:
+        # our table's order is the preference: 32-bit RGB first
+        for code in BY_V4L2:
+            if code in offered and drm_for_v4l2(code) in showable:
                 return code
         for code in offered:
             if code in convert.CONVERTERS:
@@ -266,6 +268,7 @@ class CaptureToKms:
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         deadline = start + o.duration if o.duration else None
         last_status = start
+        last_frame = start
         capturing = True
         cap.start()
 
@@ -312,6 +315,8 @@ class CaptureToKms:
                     self._stop_reason = "frames"
                 elif deadline and time.monotonic() >= deadline:
                     self._stop_reason = "duration"
+            if capturing and self._stop_reason is None and time.monotonic() - last_frame > o.stall_timeout:
+                raise DeviceError(f"{cap.path}: no frame for {o.stall_timeout:.0f} s; the camera stalled")
             if self._stop_reason and capturing:
                 capturing = False
                 cap.stop()
@@ -345,6 +350,7 @@ class CaptureToKms:
                             raise
                         if frame is None:
                             break
+                        last_frame = time.monotonic()
                         s.frames_captured += 1
                         if self._next is not None:      # a newer frame came first
                             self._next[1].release()
@@ -443,7 +449,9 @@ class CaptureToKms:
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
         s.buffer_errors = self.cap.stats.buffer_errors
-        s.requeue_errors = self.cap.stats.requeue_errors
+        st = self.cap.stats
+        s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
+                         "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.latency_ms = percentiles(self._latencies)
 
     # ------------------------------------------------------------- cleanup

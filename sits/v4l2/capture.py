@@ -25,16 +25,18 @@ MEMORY_KINDS = ("mmap", "heap", "udmabuf")
 class CaptureBuffer:
     """One V4L2 buffer slot and the dma-buf that holds its pixels."""
 
-    __slots__ = ("index", "dmabuf", "format", "queued", "__weakref__")
+    __slots__ = ("index", "dmabuf", "format", "queued", "leased", "__weakref__")
 
     def __init__(self, index: int, dmabuf: DmaBuf, fmt: raw.Format):
         self.index = index
         self.dmabuf = dmabuf
         self.format = fmt
-        self.queued = False
+        self.queued = False   # owned by the driver
+        self.leased = False   # owned by consumers (a Frame with live leases)
 
     def __repr__(self):
-        return f"<CaptureBuffer {self.index} {'queued' if self.queued else 'out'}>"
+        state = "queued" if self.queued else "leased" if self.leased else "idle"
+        return f"<CaptureBuffer {self.index} {state}>"
 
 
 class Lease:
@@ -68,6 +70,7 @@ class Frame:
     def __init__(self, device: "CaptureDevice", buffer: CaptureBuffer, d: raw.Dequeued):
         self._device = device  # a frame keeps its device alive
         self.buffer = buffer
+        buffer.leased = True
         self.sequence = d.sequence
         self.timestamp_ns = d.timestamp_ns
         self.dequeued_ns = time.monotonic_ns()
@@ -94,6 +97,7 @@ class Frame:
     def _release(self, lease: Lease) -> None:
         self._leases.discard(lease)
         if not self._leases:
+            self.buffer.leased = False
             self._device._requeue(self.buffer)
 
     def __repr__(self):
@@ -103,15 +107,19 @@ class Frame:
 @dataclass
 class CaptureStats:
     dequeued: int = 0
-    buffer_errors: int = 0
-    requeue_errors: int = 0
+    buffer_errors: int = 0      # buffers the driver flagged V4L2_BUF_FLAG_ERROR
+    requeue_errors: int = 0     # QBUF refused (retried on the next dequeue)
+    dequeue_errors: int = 0     # DQBUF failed (the queue is restarted)
+    setup_retries: int = 0      # REQBUFS / STREAMON refused once, then retried
+    stream_restarts: int = 0
 
 
 class CaptureDevice(VideoDevice):
     """Configure, allocate, stream. Use as a context manager: close() stops
     streaming, closes every dma-buf and frees the driver's buffers."""
 
-    __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "_memory_type", "_allocator")
+    __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "_memory_type", "_allocator",
+                 "_unqueued")
 
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd, path)
@@ -128,6 +136,7 @@ class CaptureDevice(VideoDevice):
         self.fps = 0.0
         self._memory_type = lib.V4L2_MEMORY_MMAP
         self._allocator = None
+        self._unqueued: list[CaptureBuffer] = []  # QBUF failed; retried
 
     @classmethod
     def first(cls) -> "CaptureDevice":
@@ -154,7 +163,10 @@ class CaptureDevice(VideoDevice):
         if (sizes.discrete or sizes.stepwise) and not sizes.allows(width, height):
             raise UsageError(f"{self.path}: size {width}x{height} not supported for {code}; "
                              f"supported: {sizes.describe()}")
-        fmt = raw.s_fmt(self.fileno(), fourcc(code), width, height)
+        try:
+            fmt = raw.s_fmt(self.fileno(), fourcc(code), width, height)
+        except IoctlError as exc:
+            raise self._busy(exc) from exc
         if fmt.fourcc != code or fmt.size != (width, height):
             raise UsageError(f"{self.path}: asked for {code} {width}x{height}, "
                              f"driver offers {fmt.fourcc} {fmt.width}x{fmt.height}")
@@ -178,7 +190,10 @@ class CaptureDevice(VideoDevice):
         fmt = self.format or raw.g_fmt(self.fileno())
         self.format = fmt
         mtype = lib.V4L2_MEMORY_MMAP if memory == "mmap" else lib.V4L2_MEMORY_DMABUF
-        granted, caps = raw.reqbufs(self.fileno(), count, mtype)
+        try:
+            granted, caps = self._retry_once(raw.reqbufs, self.fileno(), count, mtype)
+        except IoctlError as exc:
+            raise self._busy(exc) from exc
         if granted == 0:
             raise DeviceError(f"{self.path}: driver granted no {memory} buffers")
         self.memory, self._memory_type = memory, mtype
@@ -196,6 +211,12 @@ class CaptureDevice(VideoDevice):
             raise
         return self.buffers
 
+    def _busy(self, exc: IoctlError) -> Exception:
+        """EBUSY from a set-up ioctl means another process owns the queue."""
+        if exc.errno == errno.EBUSY:
+            return DeviceError(f"{self.path}: device busy (another process is streaming from it)")
+        return exc
+
     @staticmethod
     def _open_allocator(memory: str):
         if memory == "heap":
@@ -207,7 +228,10 @@ class CaptureDevice(VideoDevice):
     def free(self) -> None:
         """Close every dma-buf and give the driver's buffers back."""
         if self.streaming:
-            self.stop()
+            try:
+                self.stop()
+            except OSError:
+                pass  # disconnected: the buffers are still ours to close
         for b in self.buffers:
             b.dmabuf.close()
         if self.buffers or self.memory:
@@ -229,24 +253,40 @@ class CaptureDevice(VideoDevice):
 
     def _requeue(self, buf: CaptureBuffer) -> None:
         """Called when a frame's last lease goes: the buffer may be filled again."""
-        if not self.streaming or buf.queued or self.closed:
+        if not self.streaming or buf.queued or buf.leased or self.closed:
             return
         try:
             self._queue(buf)
-        except OSError:
-            # vivid's queue-error injection (and a vanishing device) land here:
-            # count it; the buffer stays out until the next start().
+        except OSError as exc:
+            if is_disconnect(exc):
+                raise
+            # A refused QBUF (vivid injects these) must not lose the buffer:
+            # count it and try again on the next dequeue.
             self.stats.requeue_errors += 1
+            if buf not in self._unqueued:
+                self._unqueued.append(buf)
+
+    def _retry_once(self, call, *args):
+        """Drivers may refuse a set-up ioctl once (vivid's error injection,
+        a transient EBUSY/EIO); one retry, counted."""
+        try:
+            return call(*args)
+        except IoctlError as exc:
+            if exc.errno not in (errno.EIO, errno.EINVAL, errno.EBUSY, errno.ENOMEM):
+                raise
+            self.stats.setup_retries += 1
+            return call(*args)
 
     # ------------------------------------------------------------ streaming
     def start(self) -> None:
         if not self.buffers:
             self.allocate()
         for b in self.buffers:
-            if not b.queued:
+            if not b.queued and not b.leased:
                 self._queue(b)
+        self._unqueued.clear()
         try:
-            raw.streamon(self.fileno())
+            self._retry_once(raw.streamon, self.fileno())
         except BaseException:
             for b in self.buffers:
                 b.queued = False
@@ -265,12 +305,30 @@ class CaptureDevice(VideoDevice):
             for b in self.buffers:
                 b.queued = False
 
+    def restart(self) -> None:
+        """STREAMOFF + STREAMON, requeueing every buffer no consumer holds."""
+        self.stop()
+        self.stats.stream_restarts += 1
+        self.start()
+
     def dequeue(self) -> Frame | None:
         """The next good frame, or None when none is ready. Buffers the
         driver marks with V4L2_BUF_FLAG_ERROR are counted and requeued, never
         returned."""
+        for buf in self._unqueued[:]:
+            self._unqueued.remove(buf)
+            self._requeue(buf)
         while True:
-            d = raw.dqbuf(self.fileno(), self._memory_type)
+            try:
+                d = raw.dqbuf(self.fileno(), self._memory_type)
+            except OSError as exc:
+                if is_disconnect(exc) or not self.streaming:
+                    raise
+                # A fatal queue error (vb2_queue_error) fails every DQBUF
+                # until STREAMOFF: restart the queue, keep leased buffers.
+                self.stats.dequeue_errors += 1
+                self.restart()
+                return None
             if d is None:
                 return None
             buf = self.buffers[d.index]
@@ -291,4 +349,5 @@ class CaptureDevice(VideoDevice):
 
 
 def is_disconnect(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENODEV, errno.ENXIO, errno.EIO)
+    """The device went away (unplugged, or vivid's "Disconnect")."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENODEV, errno.ENXIO)

@@ -1,0 +1,142 @@
+"""The CLI edge of `sits capture --to-kms`: bad input gives one line and the
+right exit code (2 usage, 1 runtime), signals stop it cleanly."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.vm
+
+SITS = [sys.executable, "-m", "sits.cli.app"]
+
+
+@pytest.fixture
+def sits(capsys):
+    """Run the CLI in this process (a Python start costs ~25 s under TCG);
+    only the signal and permission tests need a child process."""
+    from sits.cli.app import main
+
+    def run(*args):
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+    return run
+
+
+def one_line_error(r, code, pattern):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in r.stderr
+    assert any(pattern in ln for ln in lines), r.stderr
+    return lines
+
+
+def test_summary_json_has_the_documented_fields(sits, vivid_path, vkms_path, tmp_path):
+    snap = "/tmp/sits-test-out/snap.png" if os.path.isdir("/tmp/sits-test-out") else str(tmp_path / "s.png")
+    r = sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path, "--format", "XR24",
+             "--size", "640x480", "--frames", "8", "--verify", "--snapshot", snap, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    for key in ("frames_captured", "frames_displayed", "frames_dropped", "buffer_errors", "zero_copy",
+                "cpu_copies_per_frame", "memory", "format", "size", "verify", "latency_ms", "cpu_ms_per_frame"):
+        assert key in s
+    assert set(s["latency_ms"]) == {"p50", "p95", "p99"}
+    assert s["verify"]["mismatched"] == 0 and s["verify"]["checked"] >= 1
+    with open(snap, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_such_device(sits):
+    one_line_error(sits("capture", "--to-kms", "--device", "/dev/video99"), 1, "/dev/video99: no such device")
+
+
+def test_not_a_capture_device(sits):
+    from sits.v4l2.device import VideoDevice, video_paths
+    outputs = []
+    for p in video_paths():
+        with VideoDevice.open(p) as d:
+            if not d.cap.is_capture:
+                outputs.append(p)
+    if not outputs:
+        pytest.skip("no non-capture video node")
+    one_line_error(sits("capture", "--to-kms", "--device", outputs[0]), 1, "not a video capture device")
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (["--format", "ZZZZ"], "format ZZZZ not supported; supported:"),
+    (["--size", "123x45"], "not supported for XR24; supported:"),
+    (["--size", "big"], "--size must look like 1280x720"),
+    (["--memory", "floppy"], "--memory must be mmap, heap or udmabuf"),
+    (["--format", "TOOLONG"], "--format takes a fourcc"),
+])
+def test_usage_errors(sits, args, pattern, vivid_path):
+    extra = ["--format", "XR24"] if "--format" not in args else []
+    one_line_error(sits("capture", "--to-kms", "--device", vivid_path, *extra, *args), 2, pattern)
+
+
+def test_without_to_kms_is_a_usage_error(sits):
+    one_line_error(sits("capture"), 2, "--to-kms")
+
+
+def test_no_permission_hints_at_the_video_group(vivid_path):
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *SITS,
+                        "capture", "--to-kms", "--device", vivid_path],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": "/tmp"})
+    one_line_error(r, 1, "permission denied (add the user to the video")
+
+
+def test_device_busy(sits, vivid_path, vkms_path):
+    from sits.v4l2.capture import CaptureDevice
+    with CaptureDevice.open(vivid_path) as other:
+        other.configure("XR24", (640, 480))
+        other.allocate(2)
+        other.start()
+        one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                            "--format", "XR24", "--size", "640x480", "--frames", "3"), 1, "device busy")
+
+
+def test_no_connected_connector(sits, vivid_path, vkms_path):
+    status = [f"/sys/class/drm/{n}/status" for n in os.listdir("/sys/class/drm") if n.endswith("Virtual-1")][0]
+    with open(status, "w") as f:
+        f.write("off")
+    try:
+        one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                            "--frames", "3"), 1, "no connected connector")
+    finally:
+        with open(status, "w") as f:
+            f.write("detect")
+
+
+def test_another_drm_master(sits, vivid_path, vkms_path):
+    from sits._kernel import lib
+    from sits.drm.card import Card
+    with Card.open(vkms_path) as master:
+        lib.drmSetMaster(master.fileno())
+        one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                            "--format", "XR24", "--size", "640x480", "--frames", "3"), 1, "holds DRM master")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_stops_cleanly_and_restores(sig, vivid_path, vkms_path):
+    p = subprocess.Popen([*SITS, "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                          "--format", "XR24", "--size", "640x480", "--duration", "120", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until it streams: the capture fd shows up among the child's fds
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        fds = os.listdir(f"/proc/{p.pid}/fd")
+        if any(os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith("/dmabuf") or
+               "dmabuf" in os.readlink(f"/proc/{p.pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{p.pid}/fd/{fd}")):
+            break
+        time.sleep(0.2)
+    time.sleep(2)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    s = json.loads(out)
+    assert s["stopped_by"] == "signal" and s["frames_captured"] > 0
+    assert "Traceback" not in err
