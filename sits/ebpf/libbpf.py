@@ -47,8 +47,8 @@ def load():
 
 def _libc(ffi):
     """libc for vsnprintf, on the ABIs where a va_list is passed as a pointer."""
-    import platform
-    if platform.machine() not in ("x86_64", "aarch64"):
+    import os
+    if os.uname().machine not in ("x86_64", "aarch64"):
         return None
     try:
         return ffi.dlopen("libc.so.6")

@@ -14,14 +14,10 @@ map is then read and cleared. Nothing is lost between intervals.
 """
 from __future__ import annotations
 
-import dataclasses
+import collections
 import errno
-import glob
 import os
-import platform
-import sysconfig
 import time
-from typing import NamedTuple
 
 from sits.ebpf import libbpf
 from sits.ebpf.histogram import SLOTS, Histogram
@@ -32,14 +28,11 @@ from sits.errors import KernelCallError, SitsError, UsageError
 BTF_PATH = "/sys/kernel/btf/vmlinux"
 
 
-@dataclasses.dataclass(frozen=True)
-class ProbePoint:
-    id: int          # enum sits_probe_id
-    name: str        # stable name used in reports and metrics
-    group: str       # what --probes selects
-    key: str         # what a row's key is
-    what: str        # one line for `probe list`
-    kind: str = ""  # threshold class: "decode", "buffer_wait" or ""
+# (plain namedtuples: dataclasses/typing cost ~15 ms of import, and startup counts)
+#: id: enum sits_probe_id; name: stable, used in reports and metrics; group:
+#: what --probes selects; key: what a row's key is; what: one line for
+#: `probe list`; kind: threshold class, "decode", "buffer_wait" or ""
+ProbePoint = collections.namedtuple("ProbePoint", "id name group key what kind", defaults=("",))
 
 
 POINTS: tuple[ProbePoint, ...] = (
@@ -73,15 +66,10 @@ AVCODEC_FUNCS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """One BPF program of an object, the tracepoint it needs, its points."""
-    obj: str
-    name: str
-    points: tuple[int, ...]
-    tracepoint: tuple[str, str] | None = None  # (category, event) that must exist
-    needs_btf: bool = False
-    uprobe: bool = False
+#: one BPF program of an object, its points, the (category, event) tracepoint
+#: that must exist, whether it needs kernel BTF, whether it is a uprobe
+Program = collections.namedtuple("Program", "obj name points tracepoint needs_btf uprobe",
+                                 defaults=(None, False, False))
 
 
 PROGRAMS: tuple[Program, ...] = (
@@ -113,11 +101,7 @@ DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full")
 HIST_VALUE_SIZE = 24 + 4 * SLOTS
 
 
-class RowKey(NamedTuple):
-    pid: int
-    tid: int
-    probe: int
-    key: int
+RowKey = collections.namedtuple("RowKey", "pid tid probe key")
 
 
 # -- environment ---------------------------------------------------------------
@@ -149,6 +133,8 @@ def check_privileges() -> None:
 
 def find_avcodec() -> str | None:
     """The newest libavcodec.so.N on the usual library paths, or None."""
+    import glob
+    import sysconfig
     dirs = []
     multiarch = sysconfig.get_config_var("MULTIARCH")
     for base in ("/usr/lib", "/usr/local/lib", "/lib"):
@@ -215,18 +201,22 @@ def cgroup_id(path: str) -> int:
 
 
 def kernel_info() -> dict:
-    u = platform.uname()
+    u = os.uname()
     return {"release": u.release, "machine": u.machine, "btf": os.path.exists(BTF_PATH)}
 
 
 # -- the session ----------------------------------------------------------------
 
-@dataclasses.dataclass
 class Filters:
-    pids: tuple[int, ...] = ()
-    comm: str | None = None
-    cgroup: str | None = None
-    follow: bool = False  # trace only tracked pids and their children (added later)
+    """Which processes to trace: pids, a comm, a cgroup (v2 path); `follow`
+    traces only tracked pids (added later too) and their children."""
+
+    def __init__(self, pids=(), comm: str | None = None, cgroup: str | None = None,
+                 follow: bool = False):
+        self.pids = tuple(pids)
+        self.comm = comm
+        self.cgroup = cgroup
+        self.follow = follow
 
 
 class ProbeSession:
@@ -353,6 +343,8 @@ class ProbeSession:
         cfg = obj.section(".rodata.cfg", "struct sits_config *")
         cfg.self_pid = os.getpid()
         cfg.filter_pids = bool(self.filters.pids) or self.filters.follow
+        if len(self.filters.pids) == 1 and not self.filters.follow:
+            cfg.filter_tgid = self.filters.pids[0]  # one compare instead of a map lookup
         cfg.per_thread = self.per_thread
         cfg.hist = self.hist
         cfg.stream = self.stream

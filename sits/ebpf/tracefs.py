@@ -5,7 +5,6 @@ Minimal systems (containers, Firecracker guests) often boot with
 ENOENT. As root we mount it, as perf/bpftrace users expect to just work.
 """
 import os
-import subprocess
 
 TRACEFS = "/sys/kernel/tracing"
 DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
@@ -22,6 +21,7 @@ def ensure_tracefs() -> str | None:
     """The tracefs mount point, mounting it at /sys/kernel/tracing if we can."""
     path = tracefs_path()
     if path is None and os.geteuid() == 0 and os.path.isdir(TRACEFS):
+        import subprocess
         subprocess.run(["mount", "-t", "tracefs", "tracefs", TRACEFS],
                        capture_output=True, check=False)
         path = tracefs_path()

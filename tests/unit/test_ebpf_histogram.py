@@ -43,3 +43,13 @@ def test_merge_adds_counts_and_keeps_max():
 
 def test_empty_histogram_quantile_is_zero():
     assert Histogram().quantile(0.5) == 0.0
+
+
+def test_vectorised_slots_match_the_scalar_ones():
+    np = pytest.importorskip("numpy")
+    from sits.ebpf.ringbuf import slots_of
+    rng = random.Random(7)
+    values = [0, 1, 15, 16, 17, 31, 32, 33, 1023, 1024, 1025, (1 << 41) - 1, 1 << 41, 1 << 52]
+    values += [rng.randrange(1 << rng.randrange(1, 45)) for _ in range(5000)]
+    got = slots_of(np.array(values, dtype=np.uint64)).tolist()
+    assert got == [slot_of(v) for v in values]

@@ -105,7 +105,10 @@ static __always_inline bool wanted(__u64 pid_tgid)
 
 	if (tgid == cfg.self_pid)
 		return false;
-	if (cfg.filter_pids && !bpf_map_lookup_elem(&tracked, &tgid))
+	if (cfg.filter_tgid) {
+		if (tgid != cfg.filter_tgid)
+			return false;
+	} else if (cfg.filter_pids && !bpf_map_lookup_elem(&tracked, &tgid))
 		return false;
 	if (cfg.filter_cgroup && bpf_get_current_cgroup_id() != cfg.filter_cgroup)
 		return false;

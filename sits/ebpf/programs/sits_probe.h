@@ -91,6 +91,8 @@ struct sits_config {
 	__u64 probe_mask;    /* bit per enum sits_probe_id */
 	__u32 stream;        /* emit one sits_event per sample */
 	__u32 bench_burst;   /* bench.bpf.c: events per trigger */
+	__u32 filter_tgid;   /* the one traced tgid (no map lookup), 0 = see filter_pids */
+	__u32 pad;
 };
 
 #endif
