@@ -110,6 +110,24 @@ class KmsOutput:
                         return c
         return None
 
+    def repick(self) -> bool:
+        """After a hotplug event: re-read the connector and choose the mode
+        again; the next flip does a modeset if it changed. False while the
+        connector is disconnected."""
+        conn = raw.get_connector(self.card.fileno(), self.connector.id, probe=True)
+        if not conn.connected or not conn.modes:
+            return False
+        self.connector = conn
+        mode = self._pick_mode(self.size)
+        if mode.raw != self.mode.raw:
+            self.mode = mode
+            self.placement = place(self.size[0], self.size[1], mode.width, mode.height)
+            if self._mode_blob:
+                lib.drmModeDestroyPropertyBlob(self.card.fileno(), self._mode_blob)
+                self._mode_blob = 0
+            self._modeset_done = False
+        return True
+
     @staticmethod
     def supported_formats(card, connector: str | None = None) -> list[str]:
         """Formats some plane of the chosen CRTC can scan out."""
@@ -175,16 +193,23 @@ class KmsOutput:
             req.add_out_fence(self.writeback.id, "WRITEBACK_OUT_FENCE_PTR")
         return req, flags
 
+    def _commit(self, req: AtomicRequest, flags: int, user_data: int = 0) -> dict:
+        try:
+            return req.commit(flags, user_data)
+        except KernelCallError as exc:
+            # Only the DRM master may commit (TEST_ONLY may pass without it).
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                raise DeviceError(f"{self.card.path}: another process holds DRM master "
+                                  "(a compositor, or another sits); stop it first") from exc
+            raise
+
     def test(self, fb, writeback_fb=None) -> None:
         """TEST_ONLY commit of what the first flip will do: fails early and
         cleanly (nothing changes on screen) if the driver refuses it."""
         req, flags = self.request(fb, writeback_fb=writeback_fb)
         try:
-            req.commit(flags | TEST_ONLY)
+            self._commit(req, flags | TEST_ONLY)
         except KernelCallError as exc:
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                raise DeviceError(f"{self.card.path}: another process holds DRM master "
-                                  "(a compositor, or another sits); stop it first") from exc
             raise DeviceError(f"{self.card.driver} refuses to show {self.format} "
                               f"{self.size[0]}x{self.size[1]} on {self.connector.name} "
                               f"({self.mode}): {exc}") from exc
@@ -193,7 +218,7 @@ class KmsOutput:
         """Non-blocking commit with a page-flip event; returns its fences
         ({'OUT_FENCE_PTR': SyncFile, 'WRITEBACK_OUT_FENCE_PTR': ...})."""
         req, flags = self.request(fb, in_fence=in_fence, writeback_fb=writeback_fb)
-        fences = req.commit(flags | NONBLOCK | PAGE_FLIP_EVENT, user_data)
+        fences = self._commit(req, flags | NONBLOCK | PAGE_FLIP_EVENT, user_data)
         self._modeset_done = True
         return fences
 
@@ -209,6 +234,8 @@ class KmsOutput:
         try:
             req.commit(ALLOW_MODESET)
         except KernelCallError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                return  # not the master: nothing of ours is on screen to undo
             if exc.errno != errno.EBUSY:
                 raise
             # a flip still in flight: wait for the vblank and try once more

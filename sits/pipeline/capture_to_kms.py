@@ -166,9 +166,12 @@ class CaptureToKms:
     # ----------------------------------------------------------------- run
     def run(self) -> Summary:
         try:
-            return self._run()
-        finally:
-            self._cleanup()
+            summary = self._run()
+        except BaseException:
+            self._cleanup(quiet=True)  # the first error is the one to report
+            raise
+        self._cleanup()
+        return summary
 
     def _run(self) -> Summary:
         o, s = self.opts, self.summary
@@ -247,7 +250,7 @@ class CaptureToKms:
 
         def on_fence(kind, payload):
             if kind == "retire":            # the commit that replaced it is on screen
-                if payload is not None:
+                if payload is not None and payload.lease is not None:
                     payload.lease.release()
             elif kind == "writeback":
                 self._wb_pending = False
@@ -260,6 +263,7 @@ class CaptureToKms:
         # state: a commit made before its fence signals would be what it
         # writes back. So no commit while a writeback is in flight.
         self._wb_pending = False
+        self.display_paused = False
         self._pending = None                  # committed, flip event not yet seen
         self._on_screen = None
         self._next = None                     # newest frame waiting for a commit
@@ -305,6 +309,11 @@ class CaptureToKms:
                       (frame, verify_lease, None if self.zero_copy else dumb))
 
         def try_commit():
+            if self.display_paused and self._next is not None:
+                self._next[1].release()       # no display: the frame is dropped
+                self._next = None
+                s.frames_dropped += 1
+                return
             if self._next is not None and self._pending is None and not self._wb_pending:
                 (frame, lease), self._next = self._next, None
                 commit(frame, lease)
@@ -438,8 +447,11 @@ class CaptureToKms:
         for ev in self._hotplug.read():
             if ev.subsystem == "video4linux" and ev.action == "remove" and ev.devname == self.cap.path:
                 raise DeviceError(f"{self.cap.path} disconnected")
-            if ev.subsystem == "drm" and ev.hotplug:
+            # HOTPLUG=1 from the driver; any "change" of our card is worth a
+            # re-probe too (it is cheap, and synthetic uevents look so).
+            if ev.subsystem == "drm" and (ev.hotplug or ev.action == "change"):
                 self.summary.hotplug_events += 1
+                self.display_paused = not self.out.repick()
 
     def _finish(self, start, cpu0) -> None:
         s = self.summary
@@ -455,7 +467,7 @@ class CaptureToKms:
         s.latency_ms = percentiles(self._latencies)
 
     # ------------------------------------------------------------- cleanup
-    def _cleanup(self) -> None:
+    def _cleanup(self, quiet: bool = False) -> None:
         errors = []
         out = getattr(self, "out", None)
         if out is not None:
@@ -487,5 +499,5 @@ class CaptureToKms:
                 os.close(fd)
             except OSError:
                 pass
-        if errors and not isinstance(errors[0], SitsError):
+        if errors and not quiet and not isinstance(errors[0], SitsError):
             raise errors[0]

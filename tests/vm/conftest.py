@@ -31,6 +31,12 @@ def no_leaks():
     yield
     gc.collect()
     assert fd_count() == fds, "file descriptors leaked"
+    # The kernel drops a removed framebuffer's buffer from a worker
+    # (drm_mode_rmfb_work_fn): give deferred releases a moment.
+    import time
+    deadline = time.monotonic() + 5
+    while dmabuf_count() != bufs and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert dmabuf_count() == bufs, "dma-bufs leaked"
 
 

@@ -120,20 +120,34 @@ def test_another_drm_master(sits, vivid_path, vkms_path):
                             "--format", "XR24", "--size", "640x480", "--frames", "3"), 1, "holds DRM master")
 
 
+def _fd_targets(pid):
+    out = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed while we looked
+    return out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_stops_cleanly_and_restores(sig, vivid_path, vkms_path):
     p = subprocess.Popen([*SITS, "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
                           "--format", "XR24", "--size", "640x480", "--duration", "120", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until it streams: the capture fd shows up among the child's fds
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        fds = os.listdir(f"/proc/{p.pid}/fd")
-        if any(os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith("/dmabuf") or
-               "dmabuf" in os.readlink(f"/proc/{p.pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{p.pid}/fd/{fd}")):
+    # wait until it shows frames: a flip's out-fence (a sync_file) shows up
+    # among the child's fds while a commit is in flight
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and p.poll() is None:
+        if any("sync_file" in target for target in _fd_targets(p.pid)):
             break
-        time.sleep(0.2)
-    time.sleep(2)
+        time.sleep(0.05)
+    time.sleep(1)
+    assert p.poll() is None, p.communicate()
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err

@@ -134,3 +134,39 @@ def test_crtc_state_is_restored(vivid_path, vkms_path):
         assert {(c.id, c.connection) for c in card.connectors()} == before
         assert card.prop_value(crtc, "ACTIVE") == active_before
         assert (card.prop_value(crtc, "MODE_ID") != 0) == mode_before
+
+
+def test_display_hotplug_pauses_and_resumes(vivid_path, vkms_path, no_leaks):
+    import os
+    name = [n for n in os.listdir("/sys/class/drm") if n.endswith("Virtual-1")][0]
+    status = f"/sys/class/drm/{name}/status"
+    card_uevent = f"/sys/class/drm/{name.split('-')[0]}/uevent"
+    steps = []
+
+    def plug(state):
+        # vkms has no hotplug of its own: force the connector's status, then
+        # have the kernel send a (synthetic) change uevent for the card.
+        with open(status, "w") as f:
+            f.write(state)
+        with open(card_uevent, "w") as f:
+            f.write("change 8c1f6a3e-0000-4000-8000-000000000001 HOTPLUG=1")
+
+    def on_status(s):
+        if not steps and s.frames_displayed >= 2:
+            plug("off")
+            steps.append(("off", s.frames_captured))
+        elif len(steps) == 1 and s.frames_captured >= steps[0][1] + 3:
+            plug("detect")
+            steps.append(("on", s.frames_captured, s.frames_displayed))
+
+    try:
+        p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+                                        frames=40), on_status=on_status, status_interval=0.05)
+        s = p.run()
+    finally:
+        with open(status, "w") as f:
+            f.write("detect")
+    assert len(steps) == 2, steps
+    assert s.hotplug_events >= 2
+    assert s.frames_displayed > steps[1][2], "display did not resume after the connector came back"
+    assert s.frames_displayed + s.frames_dropped == s.frames_captured == 40
