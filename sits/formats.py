@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 
 def fourcc(code: str) -> int:
-    if len(code) != 4:
+    """'YUYV' -> its code. Shorter names are space-padded, as V4L2 spells
+    them ('Y10' is 'Y10 ')."""
+    if not 1 <= len(code) <= 4:
         raise ValueError(f"a fourcc has 4 characters, not {code!r}")
-    a, b, c, d = (ord(ch) for ch in code)
+    a, b, c, d = (ord(ch) for ch in code.ljust(4))
     return a | (b << 8) | (c << 16) | (d << 24)
 
 

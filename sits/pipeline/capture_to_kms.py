@@ -372,7 +372,13 @@ class CaptureToKms:
                     for e in card.read_events():
                         if self._pending is not None and e.user_data == self._pending.seq + 1:
                             s.frames_displayed += 1
-                            self._latencies.append((e.timestamp_ns - self._pending.timestamp_ns) / 1e6)
+                            flip_ns = e.timestamp_ns
+                            if flip_ns < self._pending.timestamp_ns:
+                                # a vblank clock behind the capture clock (vkms's
+                                # overrun hrtimer in a slow VM): use arrival time
+                                s.timestamp_anomalies += 1
+                                flip_ns = time.monotonic_ns()
+                            self._latencies.append((flip_ns - self._pending.timestamp_ns) / 1e6)
                             self._on_screen, self._pending = self._pending, None
                     try_commit()
                 elif self._hotplug and fd == self._hotplug.fileno():

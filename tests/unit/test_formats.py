@@ -14,3 +14,8 @@ def test_v4l2_drm_mapping_follows_memory_layout():
     assert v4l2_for_drm("RG16") == "RGBP"
     assert drm_for_v4l2("MJPG") is None
     assert not BY_V4L2["YUYV"].rgb
+
+
+def test_short_v4l2_names_are_space_padded():
+    assert fourcc("Y10") == fourcc("Y10 ")
+    assert fourcc_str(fourcc("Y10 ")) == "Y10"
