@@ -49,6 +49,8 @@ def capture(
     from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
     if not to_kms:
         raise UsageError("only --to-kms is implemented: sits capture --to-kms ...")
+    if reconnect:
+        raise UsageError("--reconnect is not implemented yet: a vanished camera stops the capture")
     if memory not in ("mmap", "heap", "udmabuf"):
         raise UsageError(f"--memory must be mmap, heap or udmabuf, not {memory!r}")
     if fmt is not None and len(fmt) != 4:

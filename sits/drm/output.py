@@ -177,12 +177,16 @@ class KmsOutput:
             if self.writeback:
                 req.add(self.writeback.id, "CRTC_ID", self.crtc_id)
             flags |= ALLOW_MODESET
-        sx, sy, sw, sh = self.placement.src
-        dx, dy, dw, dh = self.placement.dst
-        req.add(self.plane_id, "FB_ID", fb.id).add(self.plane_id, "CRTC_ID", self.crtc_id)
-        for name, v in (("SRC_X", sx << 16), ("SRC_Y", sy << 16), ("SRC_W", sw << 16), ("SRC_H", sh << 16),
-                        ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw), ("CRTC_H", dh)):
-            req.add(self.plane_id, name, v)
+        req.add(self.plane_id, "FB_ID", fb.id)
+        if not self._modeset_done:
+            # Atomic state persists: after the first commit a flip only
+            # changes FB_ID (and fences), so the geometry is sent once.
+            sx, sy, sw, sh = self.placement.src
+            dx, dy, dw, dh = self.placement.dst
+            req.add(self.plane_id, "CRTC_ID", self.crtc_id)
+            for name, v in (("SRC_X", sx << 16), ("SRC_Y", sy << 16), ("SRC_W", sw << 16),
+                            ("SRC_H", sh << 16), ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw), ("CRTC_H", dh)):
+                req.add(self.plane_id, name, v)
         if in_fence is not None:
             req.add(self.plane_id, "IN_FENCE_FD", in_fence.fileno())
         req.add_out_fence(self.crtc_id, "OUT_FENCE_PTR")

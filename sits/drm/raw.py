@@ -279,8 +279,8 @@ def read_events(fd: int) -> list[Event]:
     except BlockingIOError:
         return []
     events, pos = [], 0
+    buf = ffi.from_buffer(data)
     while pos + ffi.sizeof("struct drm_event") <= len(data):
-        buf = ffi.from_buffer(data)
         head = ffi.cast("struct drm_event *", buf + pos)
         if head.type in (lib.DRM_EVENT_FLIP_COMPLETE, lib.DRM_EVENT_VBLANK):
             e = ffi.cast("struct drm_event_vblank *", buf + pos)

@@ -88,10 +88,10 @@ def percentiles(values: list[float]) -> dict:
 
 class _Shown:
     """A commit in flight or on screen: which frame, which lease."""
-    __slots__ = ("frame", "lease", "seq", "timestamp_ns", "fence", "wb")
+    __slots__ = ("frame", "lease", "seq", "timestamp_ns", "fence")
 
-    def __init__(self, frame, lease, fence, wb, timestamp_ns):
-        self.frame, self.lease, self.fence, self.wb = frame, lease, fence, wb
+    def __init__(self, frame, lease, fence, timestamp_ns):
+        self.frame, self.lease, self.fence = frame, lease, fence
         self.seq = frame.sequence
         self.timestamp_ns = timestamp_ns
 
@@ -295,14 +295,14 @@ class CaptureToKms:
             if wb_fb is not None:
                 verify_lease = frame.lease("verify")
             fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=frame.sequence + 1)
-            shown = _Shown(frame, lease, fences_out.get("OUT_FENCE_PTR"), None, self._capture_time(frame))
+            shown = _Shown(frame, lease, fences_out.get("OUT_FENCE_PTR"), self._capture_time(frame))
             if not self.zero_copy:
                 lease.release()             # the CPU copy is done with it
                 shown.lease = None
-            previous = self._pending or self._on_screen
+            previous = self._on_screen      # commits wait for the last flip: nothing is pending
             self._pending = shown
             # the frame shown before this commit goes back once this one is on screen
-            watch(shown.fence, "retire", previous if previous is not shown else None)
+            watch(shown.fence, "retire", previous)
             if wb_fb is not None:
                 self._wb_pending = True
                 watch(fences_out.get("WRITEBACK_OUT_FENCE_PTR"), "writeback",

@@ -259,7 +259,10 @@ class CaptureDevice(VideoDevice):
             self._queue(buf)
         except OSError as exc:
             if is_disconnect(exc):
-                raise
+                # the device is gone: the buffer stays ours; dequeue() or the
+                # event loop reports the disconnection, not a lease release
+                self.streaming = False
+                return
             # A refused QBUF (vivid injects these) must not lose the buffer:
             # count it and try again on the next dequeue.
             self.stats.requeue_errors += 1

@@ -47,8 +47,11 @@ PIPELINES = {
 
 def cpu_of(argv: list[str], env=None) -> tuple[float, str, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(f"bench: {argv[0].rsplit('/', 1)[-1]} {' '.join(a for a in argv if a.startswith(('io-mode', 'num-buffers', 'mmap', 'udmabuf', '--frames')) or a.isdigit())}"
+          f" -> {cpu:.2f} s CPU", file=sys.stderr, flush=True)
     if r.returncode != 0:
         raise SystemExit(f"bench: {' '.join(argv[:4])}... failed ({r.returncode}): {r.stderr.strip()[-300:]}")
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), r.stdout, r.stderr
@@ -59,8 +62,15 @@ def gst_latency_ms(stderr: str) -> list[float]:
 
 
 def main() -> int:
+    # The guest's root is read-only: without a writable registry GStreamer
+    # rescans every plugin at each start (~10-40 s under TCG, and noisy).
+    os.environ.setdefault("GST_REGISTRY", "/tmp/sits-bench-gst-registry.bin")
+    subprocess.run(["gst-inspect-1.0", "kmssink"], capture_output=True)
     results = {}
+    only = os.environ.get("BENCH_ONLY")  # e.g. "sits mmap,gst" to shorten a run
     for name, make in PIPELINES.items():
+        if only and not any(name.startswith(prefix) for prefix in only.split(",")):
+            continue
         marginal, lat = [], []
         for _ in range(REPS):
             short, _, _ = cpu_of(make(SHORT))
