@@ -70,7 +70,8 @@ def capture(
         if live is not None:
             live.update(_status_line(summary))
 
-    pipeline = CaptureToKms(opts, on_status=show)
+    # No status line (--json, no tty): no per-interval summary work in the loop.
+    pipeline = CaptureToKms(opts, on_status=show if live is not None else None)
     previous = {sig: signal.signal(sig, lambda *_: pipeline.request_stop("signal"))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
