@@ -92,6 +92,8 @@ class _VmSession:
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1"},
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
+        if tr and result.boot_retry:
+            tr.write_line(f"the first VM boot failed ({result.boot_retry}); the second was used")
         with open(os.path.join(outdir, "vm.log"), "w") as f:
             f.write(result.output)
         self.results = {}

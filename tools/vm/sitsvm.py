@@ -67,6 +67,7 @@ class Result:
     error: str | None = None  # one line when the VM, not the command, failed
     boot_s: float | None = None  # seconds from start until the command started
     elapsed_s: float = 0.0
+    boot_retry: str | None = None  # why the first boot failed, when it was retried
 
     def console_tail(self, n: int = CONSOLE_TAIL) -> str:
         return "\n".join(self.console.splitlines()[-n:])
@@ -191,6 +192,17 @@ def run_in_vm(
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
         host_env["TMPDIR"] = job
         result = _supervise(vng_argv, host_env, start, timeout, boot_timeout, echo)
+        if result.returncode == EXIT_VM and result.error and result.error.startswith("VM exited before booting"):
+            # A kernel that died while booting ran none of the command: one
+            # more boot, reported. (CI saw an early int3 Oops once; a race in
+            # kernel text patching under emulation is the likely cause.)
+            first = result
+            oops = _first_oops(first.console)
+            if echo is not None:
+                echo.write(f"sits-vm: boot failed ({oops or first.error}); booting once more\n")
+            result = _supervise(vng_argv, host_env, time.monotonic(), timeout, boot_timeout, echo)
+            result.console = first.console + result.console
+            result.boot_retry = oops or first.error
         if result.error and result.boot_s is None:
             oops = _first_oops(result.console)
             accel = "KVM" if kvm else "TCG"
