@@ -22,6 +22,8 @@ def _status_line(s) -> str:
     lat = s.latency_ms
     p50 = f"{lat['p50']:.1f}" if lat.get("p50") is not None else "-"
     p95 = f"{lat['p95']:.1f}" if lat.get("p95") is not None else "-"
+    if s.disconnects > s.reconnects:
+        return f"camera lost ({s.device}); waiting for it to come back  shown {s.frames_displayed}"
     return (f"{s.fps:6.1f} fps  captured {s.frames_captured}  shown {s.frames_displayed}  "
             f"dropped {s.frames_dropped}  errors {s.buffer_errors}  "
             f"capture->flip p50 {p50} ms p95 {p95} ms  cpu {s.cpu_ms_per_frame:.2f} ms/frame")
@@ -49,8 +51,6 @@ def capture(
     from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
     if not to_kms:
         raise UsageError("only --to-kms is implemented: sits capture --to-kms ...")
-    if reconnect:
-        raise UsageError("--reconnect is not implemented yet: a vanished camera stops the capture")
     if memory not in ("mmap", "heap", "udmabuf"):
         raise UsageError(f"--memory must be mmap, heap or udmabuf, not {memory!r}")
     if fmt is not None and len(fmt) != 4:
@@ -100,6 +100,8 @@ def capture(
     if verify:
         v = data["verify"]
         con.print(f"  verify (writeback): checked {v['checked']}, mismatched {v['mismatched']}")
+    if data["disconnects"]:
+        con.print(f"  camera lost {data['disconnects']} time(s), back {data['reconnects']} time(s)")
     if data.get("snapshot"):
         con.print(f"  snapshot: {data['snapshot']}")
     if summary.stopped_by == "signal":

@@ -26,7 +26,7 @@ from sits.errors import DeviceError, SitsError, UsageError
 from sits.formats import BY_V4L2, drm_for_v4l2
 from sits.pipeline import convert, verify
 from sits.pipeline.png import write_png
-from sits.v4l2.capture import CaptureDevice, is_disconnect
+from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 
 @dataclass
@@ -74,6 +74,8 @@ class Summary:
     stopped_by: str = ""
     timestamp_anomalies: int = 0
     hotplug_events: int = 0
+    disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
+    reconnects: int = 0     # ... and came back
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -87,13 +89,14 @@ def percentiles(values: list[float]) -> dict:
 
 
 class _Shown:
-    """A commit in flight or on screen: which frame, which lease."""
-    __slots__ = ("frame", "lease", "seq", "timestamp_ns", "fence")
+    """A commit in flight or on screen: which frame (None for a freeze
+    frame), which lease, its out-fence and the tag its flip event carries."""
+    __slots__ = ("frame", "lease", "tag", "timestamp_ns", "fence")
 
-    def __init__(self, frame, lease, fence, timestamp_ns):
+    def __init__(self, frame, lease, fence, timestamp_ns, tag):
         self.frame, self.lease, self.fence = frame, lease, fence
-        self.seq = frame.sequence
         self.timestamp_ns = timestamp_ns
+        self.tag = tag
 
 
 class CaptureToKms:
@@ -198,6 +201,7 @@ class CaptureToKms:
 
         cap.allocate(o.buffers, o.memory)
         self.cap, self.card = cap, card
+        self._fmt = fmt
         self._fbs: dict[int, Framebuffer] = {}
         self._dumbs = []
         if not self.zero_copy:
@@ -232,33 +236,14 @@ class CaptureToKms:
 
     # ---------------------------------------------------------------- loop
     def _loop(self) -> Summary:
-        o, s, cap, card = self.opts, self.summary, self.cap, self.card
-        poller = select.poll()
-        poller.register(cap.fileno(), select.POLLIN | select.POLLPRI)
+        o, s, card = self.opts, self.summary, self.card
+        self._poller = poller = select.poll()
         poller.register(card.fileno(), select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
         if self._hotplug:
             poller.register(self._hotplug.fileno(), select.POLLIN)
-        fences: dict[int, tuple] = {}          # fd -> (SyncFile, kind, payload)
-
-        def watch(fence, kind, payload):
-            if fence is None:
-                on_fence(kind, payload)
-            else:
-                fences[fence.fileno()] = (fence, kind, payload)
-                poller.register(fence.fileno(), select.POLLIN)
-
-        def on_fence(kind, payload):
-            if kind == "retire":            # the commit that replaced it is on screen
-                if payload is not None and payload.lease is not None:
-                    payload.lease.release()
-            elif kind == "writeback":
-                self._wb_pending = False
-                try:
-                    self._check_writeback(payload)
-                finally:
-                    try_commit()
-
+        self._fences: dict[int, tuple] = {}   # polled fence fd -> (SyncFile, kind, payload)
+        self._stale: set[int] = set()          # fence fds closed during this poll round
         # vkms composes a writeback job after the vblank, from the newest
         # state: a commit made before its fence signals would be what it
         # writes back. So no commit while a writeback is in flight.
@@ -268,138 +253,320 @@ class CaptureToKms:
         self._on_screen = None
         self._next = None                     # newest frame waiting for a commit
         self._dumb_i = 0
+        self._tag = 0                         # user_data of the flip events
+        self._lost = []                       # (device, its framebuffers) of a vanished camera
+        self._wait_id = None                  # identity of the camera --reconnect waits for
+        self._freeze_wanted = False
+        self._freeze = None
+        self._stats_base = CaptureStats()
+        self._capturing = True
         start = time.monotonic()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         deadline = start + o.duration if o.duration else None
         last_status = start
-        last_frame = start
-        capturing = True
-        cap.start()
-
-        def commit(frame, lease):
-            wb_fb = None
-            if self._wb is not None and self._want_writeback(s.frames_displayed + (self._pending is not None)):
-                wb_fb = self._wb.fb
-            if self.zero_copy:
-                fb = self._fb_for_buffer(frame.buffer)
-            else:
-                dumb = self._dumbs[self._dumb_i % len(self._dumbs)]
-                self._dumb_i += 1
-                with frame.dmabuf.cpu_access() as m:
-                    f = frame.format
-                    src = convert.rows(m, f.height, f.bytesperline, f.width * 2)
-                    dst = np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :f.width * 4]
-                    convert.CONVERTERS[f.fourcc](src, dst.reshape(f.height, f.width, 4))
-                fb = dumb.fb
-            verify_lease = None
-            if wb_fb is not None:
-                verify_lease = frame.lease("verify")
-            fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=frame.sequence + 1)
-            shown = _Shown(frame, lease, fences_out.get("OUT_FENCE_PTR"), self._capture_time(frame))
-            if not self.zero_copy:
-                lease.release()             # the CPU copy is done with it
-                shown.lease = None
-            previous = self._on_screen      # commits wait for the last flip: nothing is pending
-            self._pending = shown
-            # the frame shown before this commit goes back once this one is on screen
-            watch(shown.fence, "retire", previous)
-            if wb_fb is not None:
-                self._wb_pending = True
-                watch(fences_out.get("WRITEBACK_OUT_FENCE_PTR"), "writeback",
-                      (frame, verify_lease, None if self.zero_copy else dumb))
-
-        def try_commit():
-            if self.display_paused and self._next is not None:
-                self._next[1].release()       # no display: the frame is dropped
-                self._next = None
-                s.frames_dropped += 1
-                return
-            if self._next is not None and self._pending is None and not self._wb_pending:
-                (frame, lease), self._next = self._next, None
-                commit(frame, lease)
+        self._last_frame = start
+        self._start_capture(self.cap)
 
         while True:
-            if capturing and self._stop_reason is None:
+            now = time.monotonic()
+            if self._capturing and self._stop_reason is None:
                 if o.frames and s.frames_captured >= o.frames:
                     self._stop_reason = "frames"
-                elif deadline and time.monotonic() >= deadline:
+                elif deadline and now >= deadline:
                     self._stop_reason = "duration"
-            if capturing and self._stop_reason is None and time.monotonic() - last_frame > o.stall_timeout:
+            cap = self.cap
+            if (self._capturing and cap is not None and self._stop_reason is None
+                    and now - self._last_frame > o.stall_timeout):
                 raise DeviceError(f"{cap.path}: no frame for {o.stall_timeout:.0f} s; the camera stalled")
-            if self._stop_reason and capturing:
-                capturing = False
-                cap.stop()
-                if self._next is not None:
-                    self._next[1].release()
-                    self._next = None
-                    s.frames_dropped += 1
-            if not capturing and self._pending is None and not fences:
+            if self._stop_reason and self._capturing:
+                self._capturing = False
+                if cap is not None:
+                    poller.unregister(cap.fileno())
+                    cap.stop()
+                self._drop_next()
+            if not self._capturing and self._pending is None and not self._fences:
                 break
             timeout = 1000 * self.status_interval
-            if deadline and capturing:
-                timeout = min(timeout, max(0, (deadline - time.monotonic()) * 1000))
-            if not capturing:
+            if deadline and self._capturing:
+                timeout = min(timeout, max(0, (deadline - now) * 1000))
+            if self._wait_id is not None:
+                timeout = min(timeout, 1000)  # look for the camera at least once a second
+            if not self._capturing:
                 timeout = 2000  # last flip / fences: bounded wait
             events = poller.poll(timeout)
-            if not events and not capturing:
+            if not events and not self._capturing:
                 break  # a fence that never signals must not hang shutdown
+            self._stale.clear()
             for fd, ev in events:
-                if fd == self._stop_r:
-                    os.read(self._stop_r, 64)
-                elif fd == cap.fileno():
-                    if ev & (select.POLLERR | select.POLLHUP) and not ev & select.POLLIN:
-                        if capturing and not cap.closed and not os.path.exists(cap.path):
-                            raise DeviceError(f"{cap.path} disconnected")
-                    while capturing:
-                        try:
-                            frame = cap.dequeue()
-                        except OSError as exc:
-                            if is_disconnect(exc):
-                                raise DeviceError(f"{cap.path} disconnected") from exc
-                            raise
-                        if frame is None:
-                            break
-                        last_frame = time.monotonic()
-                        s.frames_captured += 1
-                        if self._next is not None:      # a newer frame came first
-                            self._next[1].release()
-                            s.frames_dropped += 1
-                        self._next = (frame, frame.lease("display"))
-                        if o.frames and s.frames_captured >= o.frames:
-                            break
-                    try_commit()
+                if fd in self._stale:
+                    continue  # closed (and its number maybe reused) earlier in this round
+                cap = self.cap
+                if cap is not None and fd == cap.fileno():
+                    self._on_capture(ev)
                 elif fd == card.fileno():
-                    for e in card.read_events():
-                        if self._pending is not None and e.user_data == self._pending.seq + 1:
-                            s.frames_displayed += 1
-                            flip_ns = e.timestamp_ns
-                            if flip_ns < self._pending.timestamp_ns:
-                                # a vblank clock behind the capture clock (vkms's
-                                # overrun hrtimer in a slow VM): use arrival time
-                                s.timestamp_anomalies += 1
-                                flip_ns = time.monotonic_ns()
-                            self._latencies.append((flip_ns - self._pending.timestamp_ns) / 1e6)
-                            self._on_screen, self._pending = self._pending, None
-                    try_commit()
+                    self._on_flip_events()
+                elif fd in self._fences:
+                    fence, kind, payload = self._unwatch(fd)
+                    self._on_fence(kind, payload)
+                elif fd == self._stop_r:
+                    os.read(self._stop_r, 64)
                 elif self._hotplug and fd == self._hotplug.fileno():
                     self._on_uevents()
-                elif fd in fences:
-                    fence, kind, payload = fences.pop(fd)
-                    poller.unregister(fd)
-                    fence.close()
-                    on_fence(kind, payload)
+            if self._lost:
+                self._reap_lost()
+            if self._wait_id is not None and self._capturing and not events:
+                self._reopen(self._wait_id[0])
             now = time.monotonic()
             if self.on_status and now - last_status >= self.status_interval:
                 last_status = now
                 self._finish(start, cpu0)
                 self.on_status(self.summary)
-        for fd, (fence, kind, payload) in fences.items():
-            fence.close()
+        for fd in list(self._fences):
+            fence, kind, payload = self._unwatch(fd)
             if kind == "writeback" and payload[1] is not None:
                 payload[1].release()
         self._finish(start, cpu0)
         s.stopped_by = self._stop_reason or "fence timeout"
         return s
+
+    # -------------------------------------------------------------- events
+    def _start_capture(self, cap) -> None:
+        cap.start()
+        self._poller.register(cap.fileno(), select.POLLIN | select.POLLPRI)
+
+    def _on_capture(self, ev: int) -> None:
+        """One DQBUF per wake-up: when more buffers are ready, poll() says so
+        at once, and no DQBUF is spent on EAGAIN."""
+        cap, s = self.cap, self.summary
+        if ev & (select.POLLERR | select.POLLHUP) and not ev & select.POLLIN and not os.path.exists(cap.path):
+            self._camera_lost(None)
+            return
+        try:
+            frame = cap.dequeue()
+        except OSError as exc:
+            if is_disconnect(exc):
+                self._camera_lost(exc)
+                return
+            raise
+        if frame is None:
+            return
+        self._last_frame = time.monotonic()
+        s.frames_captured += 1
+        if self._next is not None:      # a newer frame came first
+            self._next[1].release()
+            s.frames_dropped += 1
+        self._next = (frame, frame.lease("display"))
+        self._try_commit()
+
+    def _on_flip_events(self) -> None:
+        s = self.summary
+        for e in self.card.read_events():
+            shown = self._pending
+            if shown is None or e.user_data != shown.tag:
+                continue
+            if shown.frame is not None:
+                s.frames_displayed += 1
+                flip_ns = e.timestamp_ns
+                if flip_ns < shown.timestamp_ns:
+                    # a vblank clock behind the capture clock (vkms's
+                    # overrun hrtimer in a slow VM): use arrival time
+                    s.timestamp_anomalies += 1
+                    flip_ns = time.monotonic_ns()
+                self._latencies.append((flip_ns - shown.timestamp_ns) / 1e6)
+            previous, self._on_screen, self._pending = self._on_screen, shown, None
+            self._retire(shown.fence, previous)
+        self._try_commit()
+
+    def _retire(self, fence, previous) -> None:
+        """The commit carrying `fence` is on screen: the frame it replaced
+        goes back once that out-fence has signalled. The kernel signals it
+        before it sends the flip event, so this is almost always at once,
+        without a poll wake-up of its own; otherwise the fence is polled."""
+        if fence is not None and not fence.wait(0):
+            self._watch(fence, "retire", previous)
+            return
+        if fence is not None:
+            fence.close()
+        self._on_fence("retire", previous)
+
+    def _watch(self, fence, kind, payload) -> None:
+        if fence is None:
+            self._on_fence(kind, payload)
+            return
+        self._fences[fence.fileno()] = (fence, kind, payload)
+        self._poller.register(fence.fileno(), select.POLLIN)
+
+    def _unwatch(self, fd):
+        entry = self._fences.pop(fd)
+        self._poller.unregister(fd)
+        entry[0].close()
+        self._stale.add(fd)
+        return entry
+
+    def _on_fence(self, kind, payload) -> None:
+        if kind == "retire":            # the commit that replaced it is on screen
+            if payload is not None and payload.lease is not None:
+                payload.lease.release()
+        elif kind == "writeback":
+            self._wb_pending = False
+            try:
+                self._check_writeback(payload)
+            finally:
+                self._try_commit()
+
+    # ------------------------------------------------------------- commits
+    def _try_commit(self) -> None:
+        if self._pending is not None or self._wb_pending:
+            return
+        if self._freeze_wanted:
+            self._freeze_wanted = False
+            if self._commit_freeze():
+                return
+        if self._next is None:
+            return
+        if self.display_paused:
+            self._drop_next()             # no display: the frame is dropped
+            return
+        (frame, lease), self._next = self._next, None
+        self._commit(frame, lease)
+
+    def _drop_next(self) -> None:
+        if self._next is not None:
+            self._next[1].release()
+            self._next = None
+            self.summary.frames_dropped += 1
+
+    def _commit(self, frame, lease) -> None:
+        s = self.summary
+        wb_fb = None
+        if self._wb is not None and self._want_writeback(s.frames_displayed):
+            wb_fb = self._wb.fb
+        dumb = None
+        if self.zero_copy:
+            fb = self._fb_for_buffer(frame.buffer)
+        else:
+            dumb = self._dumbs[self._dumb_i % len(self._dumbs)]
+            self._dumb_i += 1
+            with frame.dmabuf.cpu_access() as m:
+                f = frame.format
+                src = convert.rows(m, f.height, f.bytesperline, f.width * 2)
+                dst = np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :f.width * 4]
+                convert.CONVERTERS[f.fourcc](src, dst.reshape(f.height, f.width, 4))
+            fb = dumb.fb
+        verify_lease = frame.lease("verify") if wb_fb is not None else None
+        fences_out = self._flip(fb, wb_fb, frame, lease)
+        if not self.zero_copy:
+            lease.release()             # the CPU copy is done with it
+            self._pending.lease = None
+        if wb_fb is not None:
+            self._wb_pending = True
+            self._watch(fences_out.get("WRITEBACK_OUT_FENCE_PTR"), "writeback", (frame, verify_lease, dumb))
+
+    def _flip(self, fb, wb_fb, frame, lease) -> dict:
+        self._tag += 1
+        fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=self._tag)
+        ts = self._capture_time(frame) if frame is not None else 0
+        # commits wait for the last flip, so nothing is pending here
+        self._pending = _Shown(frame, lease, fences_out.get("OUT_FENCE_PTR"), ts, self._tag)
+        return fences_out
+
+    # ----------------------------------------------------------- reconnect
+    def _camera_lost(self, exc) -> None:
+        """The camera vanished. Without --reconnect that ends the run. With
+        it, the last frame stays on screen (copied once into a buffer of our
+        own, so nothing of the old device is held), the old device is closed
+        as soon as no commit uses its buffers, and the loop waits for the
+        camera to come back."""
+        cap, s = self.cap, self.summary
+        if not self._capturing:
+            return  # stopping anyway
+        if not self.opts.reconnect:
+            raise DeviceError(f"{cap.path} disconnected") from exc
+        s.disconnects += 1
+        self._poller.unregister(cap.fileno())
+        try:
+            cap.stop()
+        except OSError:
+            pass  # gone: STREAMOFF has nothing left to stop
+        self._add_stats(cap.stats)
+        self._lost.append((cap, self._fbs))
+        self._fbs = {}
+        self.cap = None
+        self._wait_id = (cap.path, cap.cap.driver, cap.cap.card, cap.cap.bus_info)
+        self._drop_next()
+        self._freeze_wanted = self.zero_copy
+        self._try_commit()
+        self._reap_lost()
+
+    def _commit_freeze(self) -> bool:
+        """Show a copy of the old camera's last frame; False when there is none."""
+        shown = self._on_screen
+        if shown is None or shown.frame is None or not shown.frame.buffer.leased:
+            return False
+        frame = shown.frame
+        f = frame.format
+        bpp = BY_V4L2[f.fourcc].bpp
+        if self._freeze is None:
+            self._freeze = DumbBuffer(self.card, f.width, f.height, drm_for_v4l2(f.fourcc), bpp=bpp)
+            self._closers.append(self._freeze)
+        dumb = self._freeze
+        row = f.width * bpp // 8
+        try:
+            with frame.dmabuf.cpu_access() as m:
+                src = convert.rows(m, f.height, f.bytesperline, row)
+                np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :row] = src
+        except OSError:
+            pass  # the old buffer cannot be read: the freeze frame stays as it was
+        self._flip(dumb.fb, None, None, None)
+        return True
+
+    def _reap_lost(self) -> None:
+        """Close vanished devices once no frame of theirs is in use."""
+        for entry in self._lost[:]:
+            cap, fbs = entry
+            if any(b.leased for b in cap.buffers):
+                continue
+            self._lost.remove(entry)
+            for fb in fbs.values():
+                fb.close()
+                self._closers.remove(fb)
+            cap.close()
+            self._closers.remove(cap)
+
+    def _reopen(self, path: str) -> None:
+        """Open `path` if it is the camera we lost (same driver, card and
+        bus), configure it as before and stream again. Failures are quiet:
+        the next uevent or the next second tries again."""
+        if self._lost or not os.path.exists(path):
+            return  # first let the old device go: its driver may need that to come back
+        try:
+            cap = CaptureDevice.open(path)
+        except (SitsError, OSError):
+            return
+        try:
+            if (cap.cap.driver, cap.cap.card, cap.cap.bus_info) != self._wait_id[1:]:
+                cap.close()
+                return
+            f, o = self._fmt, self.opts
+            cap.configure(f.fourcc, f.size, o.fps)
+            cap.allocate(o.buffers, o.memory)
+            self._start_capture(cap)
+        except (SitsError, OSError):
+            cap.close()
+            return
+        self._closers.append(cap)
+        self.cap = cap
+        self._wait_id = None
+        self._last_frame = time.monotonic()
+        self.summary.reconnects += 1
+
+    def _add_stats(self, stats: CaptureStats) -> None:
+        self._add_stats_to(self._stats_base, stats)
+
+    @staticmethod
+    def _add_stats_to(total: CaptureStats, stats: CaptureStats) -> None:
+        for name in stats.__dataclass_fields__:
+            setattr(total, name, getattr(total, name) + getattr(stats, name))
 
     def _capture_time(self, frame) -> int:
         """The frame's V4L2 timestamp (CLOCK_MONOTONIC). A driver whose
@@ -451,8 +618,14 @@ class CaptureToKms:
 
     def _on_uevents(self) -> None:
         for ev in self._hotplug.read():
-            if ev.subsystem == "video4linux" and ev.action == "remove" and ev.devname == self.cap.path:
-                raise DeviceError(f"{self.cap.path} disconnected")
+            if ev.subsystem == "video4linux":
+                if ev.action == "remove" and self.cap is not None and ev.devname == self.cap.path:
+                    self._camera_lost(None)
+                elif ev.action == "add" and self._wait_id is not None and ev.devname and self._capturing:
+                    # the camera may come back under another node: _reopen checks who it is
+                    self._reap_lost()
+                    self._reopen(ev.devname)
+                continue
             # HOTPLUG=1 from the driver; any "change" of our card is worth a
             # re-probe too (it is cheap, and synthetic uevents look so).
             if ev.subsystem == "drm" and (ev.hotplug or ev.action == "change"):
@@ -466,8 +639,10 @@ class CaptureToKms:
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
-        s.buffer_errors = self.cap.stats.buffer_errors
-        st = self.cap.stats
+        st = CaptureStats(**self._stats_base.__dict__)
+        if self.cap is not None:
+            self._add_stats_to(st, self.cap.stats)
+        s.buffer_errors = st.buffer_errors
         s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.latency_ms = percentiles(self._latencies)
@@ -488,6 +663,8 @@ class CaptureToKms:
             shown = getattr(self, name, None)
             if shown is not None and shown.lease is not None:
                 shown.lease.release()
+        for fence, _, _ in getattr(self, "_fences", {}).values():
+            fence.close()
         cap = getattr(self, "cap", None)
         if cap is not None and cap.streaming:
             try:
