@@ -49,7 +49,9 @@ ALIASES = {"YUY2": "YUYV", "XR24": "XRGB8888", "XB24": "XBGR8888", "P010LE": "P0
 MATRICES = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593)}
 RANGES = ("limited", "full")
 LAYOUTS = ("NCHW", "NHWC")
-DTYPES = {"uint8": np.uint8, "float16": np.float16, "float32": np.float32}
+# Storage of each output dtype; bfloat16 (which numpy and CuPy lack) is kept
+# as its 16-bit pattern (reference.bfloat16_bits_to_float reads it back).
+DTYPES = {"uint8": np.uint8, "float16": np.float16, "float32": np.float32, "bfloat16": np.uint16}
 ORDERS = ("RGB", "BGR")
 RESIZES = ("auto", "bilinear", "area")
 

@@ -6,6 +6,7 @@ emulation test, so that both run the kernel with the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +25,28 @@ PARAM_FIELDS = [
     ("content_x", 1, "i"), ("content_y", 1, "i"), ("content_w", 1, "i"), ("content_h", 1, "i"),
     ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
     ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
-    ("smem_n0", 1, "i"), ("smem_n12", 1, "i"),
+    ("smem_off1", 1, "i"), ("smem_off2", 1, "i"), ("smem_row", 1, "i"),
+    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("span_cols0", 1, "i"), ("span_cols1", 1, "i"),
     ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
 ]
 PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
 
-OUT_CODES = {"uint8": 0, "float16": 1, "float32": 2}
+OUT_CODES = {"uint8": 0, "float16": 1, "float32": 2, "bfloat16": 3}
 BILINEAR_BLOCK = (32, 8, 1)
 AREA_THREADS = 256
 # Hopper's per-block opt-in limit is 227 KiB; stay under it with room.
 MAX_SHARED_BYTES = 200 * 1024
 INT32_MAX = 2 ** 31 - 1
+# Output rows per area block; None: chosen from the launch size (area_band_rows).
+AREA_BAND_ROWS: int | None = None
+# `struct Span` in kernels/convert.cu: one row or column of an area resampling.
+SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("f0", "<f4"), ("f1", "<f4"), ("inv", "<f4"),
+                       ("unused", "<f4", 3)])
+
+
+def _padded(n: int) -> int:
+    """Floats that n column sums take in shared memory (spad(): a word of padding every 32)."""
+    return n + (n >> 5) + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +55,35 @@ class AreaWords:
     word_count0: int
     word_start1: int
     word_count1: int
-    smem_n0: int
-    smem_n12: int
+    n0: int   # column sums of component 0 (luma, or the first RGB channel)
+    n12: int  # column sums of each of components 1 and 2
+
+    @property
+    def smem_off1(self) -> int:
+        return -(-_padded(self.n0) // 4) * 4
+
+    @property
+    def smem_off2(self) -> int:
+        return self.smem_off1 + -(-_padded(self.n12) // 4) * 4
+
+    @property
+    def smem_row(self) -> int:
+        return self.smem_off2 + -(-_padded(self.n12) // 4) * 4
 
     @property
     def shared_bytes(self) -> int:
-        return 4 * (self.smem_n0 + 2 * self.smem_n12)
+        return 2 * 4 * self.smem_row  # two row buffers
+
+    def bases(self, plan: Plan) -> tuple[int, int]:
+        """Source column (component 0) and chroma column (1, 2) of the first sum in shared memory."""
+        name = plan.info.name
+        if name in ("YUYV", "UYVY"):
+            return 2 * self.word_start0, self.word_start0
+        if name in ("NV12", "NV16"):
+            return 4 * self.word_start0, 2 * self.word_start1
+        if name == "P010":
+            return 2 * self.word_start0, self.word_start1
+        return self.word_start0, self.word_start0
 
 
 def vec4_possible(plan: Plan) -> bool:
@@ -85,6 +120,46 @@ def area_words(plan: Plan, vec: int = 1) -> AreaWords:
     return AreaWords(ws0, wc0, ws1, wc1, n0, n12)
 
 
+def _span(b0: float, b1: float, end: int, base: int) -> tuple:
+    """The kernel's Span for the footprint [b0, b1) clipped at `end` (doubles, as the oracle)."""
+    i0 = math.floor(b0)
+    i1 = min(math.ceil(b1), end)
+    return (i0 - base, i1 - i0, np.float32(b0 - i0), np.float32(b1 - i0), np.float32(1.0 / (b1 - b0)), (0, 0, 0))
+
+
+def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]]:
+    """The Span table (rows0, rows1, cols0, cols1) and where each part starts."""
+    cx, cy, cw, ch = plan.crop
+    _, _, ow, oh = plan.content
+    sx, sy = cw / ow, ch / oh
+    info = plan.info
+    base0, base1 = words.bases(plan)
+    rows0 = [_span(cy + k * sy, cy + (k + 1) * sy, cy + ch, 0) for k in range(oh)]
+    rows1 = []
+    if info.planes == 2:
+        sub = info.sub_y
+        rows1 = [_span((cy + k * sy) / sub, (cy + (k + 1) * sy) / sub, (cy + ch + sub - 1) // sub, 0)
+                 for k in range(oh)]
+    cols0 = [_span(cx + k * sx, cx + (k + 1) * sx, cx + cw, base0) for k in range(ow)]
+    cols1 = []
+    if not info.rgb:
+        cols1 = [_span((cx + k * sx) * 0.5, (cx + (k + 1) * sx) * 0.5, (cx + cw + 1) // 2, base1)
+                 for k in range(ow)]
+    table = np.array(rows0 + rows1 + cols0 + cols1, dtype=SPAN_DTYPE)
+    start = {"span_rows1": len(rows0) if rows1 else 0, "span_cols0": len(rows0) + len(rows1)}
+    start["span_cols1"] = start["span_cols0"] + (len(cols0) if cols1 else 0)
+    return table, start
+
+
+def area_band_rows(plan: Plan, batch: int) -> int:
+    """Output rows per area block: enough blocks to fill the GPU several times
+    over, then longer bands (fewer per-block set-ups, loads overlapping the
+    previous row's horizontal pass)."""
+    if AREA_BAND_ROWS:
+        return int(AREA_BAND_ROWS)
+    return max(1, min(8, plan.out.height * batch // 8192))
+
+
 def kernel_name(plan: Plan, vec: int = 1) -> str:
     if plan.resize == "area":
         return f"sits::area<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {vec}>"
@@ -92,8 +167,9 @@ def kernel_name(plan: Plan, vec: int = 1) -> str:
 
 
 def all_kernel_names() -> list[str]:
-    names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in range(3)]
-    return names + [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in range(3) for vec in (1, 4)]
+    outs = range(len(OUT_CODES))
+    names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
+    return names + [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
 
 
 def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
@@ -105,11 +181,19 @@ def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
 
 
 def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None, vec: int = 1) -> np.ndarray:
-    """The Params block as bytes (uint8 array of PARAM_WORDS * 4)."""
+    """The Params block as bytes (uint8 array of PARAM_WORDS * 4), followed for
+    area plans by the Span table (16-byte aligned, at span_offset)."""
     strides = out_strides or default_out_strides(plan)
     if any(s < 0 or s > INT32_MAX for s in strides):
         raise UsageError(f"output strides {strides} do not fit the kernel's 32-bit strides")
-    words = area_words(plan, vec) if plan.resize == "area" else AreaWords(0, 0, 0, 0, 0, 0)
+    head = PARAM_WORDS * 4
+    span_offset = -(-head // 16) * 16
+    if plan.resize == "area":
+        words = area_words(plan, vec)
+        spans, starts = area_spans(plan, words)
+    else:
+        words = AreaWords(0, 0, 0, 0, 0, 0)
+        spans, starts = np.zeros(0, SPAN_DTYPE), {"span_rows1": 0, "span_cols0": 0, "span_cols1": 0}
     pad = plan.pad_out
     if plan.out.dtype == "uint8":
         pad = np.clip(np.rint(pad), 0, 255)
@@ -121,7 +205,10 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "content_w": plan.content[2], "content_h": plan.content[3],
         "out_stride_n": strides[0], "out_stride_c": strides[1],
         "out_stride_y": strides[2], "out_stride_x": strides[3],
-        **dataclasses.asdict(words),
+        "word_start0": words.word_start0, "word_count0": words.word_count0,
+        "word_start1": words.word_start1, "word_count1": words.word_count1,
+        "smem_off1": words.smem_off1, "smem_off2": words.smem_off2, "smem_row": words.smem_row,
+        "span_offset": span_offset, **starts,
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
     }
     buf = np.zeros(PARAM_WORDS, dtype=np.uint32)
@@ -135,7 +222,10 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         else:
             buf[i:i + count] = val.astype(np.float32).view(np.uint32)
         i += count
-    return buf.view(np.uint8)
+    out = np.zeros(span_offset + spans.nbytes, dtype=np.uint8)
+    out[:head] = buf.view(np.uint8)
+    out[span_offset:] = spans.view(np.uint8)
+    return out
 
 
 def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
@@ -149,7 +239,8 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, 
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "
                              f"resampling, over {MAX_SHARED_BYTES} B; crop narrower or use bilinear")
-        return (plan.out.height, batch, 1), (AREA_THREADS, 1, 1), smem
+        band = area_band_rows(plan, batch)
+        return (-(-plan.out.height // band), batch, 1), (AREA_THREADS, 1, 1), smem
     bx, by, _ = BILINEAR_BLOCK
     grid = (-(-plan.out.width // bx), -(-plan.out.height // by), batch)
     return grid, BILINEAR_BLOCK, 0

@@ -22,7 +22,13 @@ TOLERANCE = {
     "float32": (2e-4, 1e-5),
     "float16": (2e-4, 2 ** -10),
     "uint8": (1.0, 0.0),
+    "bfloat16": (2e-4, 2 ** -8),  # 8-bit significand: storage rounding, 2^-9 relative
 }
+
+
+def bfloat16_bits_to_float(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values stored as uint16 bit patterns, as float32."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def _plane(buf: np.ndarray, offset: int, rows: int, stride: int, row_bytes: int) -> np.ndarray:
@@ -136,6 +142,8 @@ def convert_batch(bufs, plan: Plan) -> np.ndarray:
 def max_error(got: np.ndarray, ref: np.ndarray, dtype: str) -> float:
     """Largest error in units of the tolerance (<= 1 passes)."""
     atol, rtol = TOLERANCE[dtype]
+    if dtype == "bfloat16" and np.asarray(got).dtype == np.uint16:
+        got = bfloat16_bits_to_float(got)
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     if got.shape != ref.shape:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sits.cuda import kernel as K
+from sits.cuda.formats import DTYPES
 
 DRIVER = r"""
 #include <barrier>
@@ -33,6 +34,15 @@ DRIVER = r"""
 typedef _Float16 __half;
 static inline __half __float2half_rn(float x) { return (__half)x; }
 static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long v = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int n = 0; n < 4; ++n) r |= (unsigned)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+    return r;
+}
+#define __ldg(p) (*(p))
 struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
 static thread_local emu_dim3 threadIdx, blockIdx;
@@ -73,19 +83,19 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
     }
 }
 
-#define K2(KIND, F, O) case (F * 3 + O): k = &sits::KIND<F, O>; break;
-#define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2)
+#define K2(KIND, F, O) case (F * 4 + O): k = &sits::KIND<F, O>; break;
+#define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2) K2(KIND, F, 3)
 #define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6)
-#define A2(F, O, V) case (F * 3 + O): k = &sits::area<F, O, V>; break;
-#define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V)
+#define A2(F, O, V) case (F * 4 + O): k = &sits::area<F, O, V>; break;
+#define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V) A2(F, 3, V)
 #define AALL(V) AF(0, V) AF(1, V) AF(2, V) AF(3, V) AF(4, V) AF(5, V) AF(6, V)
 
 extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
                           unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
     kern_t k = nullptr;
-    if (area == 4) { switch (fmt * 3 + out) { AALL(4) default: return -1; } }
-    else if (area) { switch (fmt * 3 + out) { AALL(1) default: return -1; } }
-    else { switch (fmt * 3 + out) { KALL(bilinear) default: return -1; } }
+    if (area == 4) { switch (fmt * 4 + out) { AALL(4) default: return -1; } }
+    else if (area) { switch (fmt * 4 + out) { AALL(1) default: return -1; } }
+    else { switch (fmt * 4 + out) { KALL(bilinear) default: return -1; } }
     run(k, (const sits::Params*)P, (const unsigned long long*)T, {gx, gy, gz}, {bx, by, bz}, smem);
     return 0;
 }
@@ -129,13 +139,14 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
     """Convert `frames` (each one buffer holding all planes) with the emulated kernel."""
     lib = library()
     batch = len(frames)
-    dtype = {"uint8": np.uint8, "float16": np.float16, "float32": np.float32}[plan.out.dtype]
+    dtype = DTYPES[plan.out.dtype]
     if out is None:
-        out = np.full(plan.out_shape(batch), np.nan if dtype != np.uint8 else 77, dtype=dtype)
+        poison = {"uint8": 77, "bfloat16": 0x7fc0}.get(plan.out.dtype, np.nan)  # 0x7fc0: a bfloat16 NaN
+        out = np.full(plan.out_shape(batch), poison, dtype=dtype)
         strides = None
     else:
         strides = out_strides
-    params = K.pack_params(plan, strides, vec)
+    params = _aligned(K.pack_params(plan, strides, vec))  # the Span table is 16-byte aligned
     bufs = [_aligned(np.ascontiguousarray(f, dtype=np.uint8).reshape(-1)) for f in frames]
     planes = [K.frame_planes(b.ctypes.data, plan) for b in bufs]
     table = K.pointer_table(out.ctypes.data, planes, plan)

@@ -78,3 +78,51 @@ def test_every_output_element_is_written():
     plan = make_plan(src, OutputSpec(21, 15, dtype="float32"), resize="area", letterbox=True)
     got = E.run(plan, frames(src, 3, seed=5))  # the emulator poisons the output with NaN
     assert np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("band", [2, 3, 5])
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12", "XRGB8888"])
+def test_area_bands_of_rows(fmt, band, monkeypatch):
+    # Several output rows per block (two shared-memory row buffers, one
+    # barrier per row), letterbox rows inside a band, a band count that does
+    # not divide the rows.
+    from sits.cuda import kernel as K
+    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    src = padded_source(fmt, 64, 40, pad=16, align=16)
+    if src.info.planes == 2:
+        src = SourceFormat(fmt, 64, 40, bytesperline=src.stride(0), uv_offset=src.stride(0) * 40)
+    plan = make_plan(src, OutputSpec(9, 13, dtype="float32"), resize="area", letterbox=True, crop=(2, 4, 58, 30))
+    assert K.launch_shape(plan, 2, 4)[0][0] == -(-13 // band)
+    batch = frames(src, 2, seed=band)
+    for vec in (1, 4):
+        got = E.run(plan, batch, vec=vec)
+        assert R.max_error(got, R.convert_batch(batch, plan), "float32") <= 1.0
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "area"])
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010", "XBGR8888"])
+def test_bfloat16_output(fmt, resize):
+    src = padded_source(fmt, 40, 24)
+    out = OutputSpec(10, 7, layout="NHWC", dtype="bfloat16", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    plan = make_plan(src, out, resize=resize, letterbox=True, pad_rgb=(0.5, 0.5, 0.5))
+    batch = frames(src, 2, seed=17)
+    got = E.run(plan, batch)  # poisoned with a bfloat16 NaN
+    assert got.dtype == np.uint16
+    assert np.isfinite(R.bfloat16_bits_to_float(got)).all()
+    ref = R.convert_batch(batch, plan)
+    assert R.max_error(got, ref, "bfloat16") <= 1.0
+    # Rounded to bfloat16: the low 16 bits of float32 are gone, and the error
+    # is within half a bfloat16 step (not truncation, which can be a whole step).
+    err = np.abs(R.bfloat16_bits_to_float(got) - ref)
+    half_step = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(ref), 1e-30))) - 8)
+    assert (err <= 2e-4 + half_step).all()
+
+
+
+@pytest.mark.parametrize("fmt", ["YUYV", "NV16", "XBGR8888"])
+def test_area_tall_footprints(fmt):
+    # 600 rows into one: long weighted sums, all-255 and random frames.
+    src = SourceFormat(fmt, 16, 600)
+    plan = make_plan(src, OutputSpec(3, 1, dtype="float32"), resize="area")
+    batch = [np.full(src.frame_bytes, 255, np.uint8), frames(src, 1, seed=8)[0]]
+    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0

@@ -184,3 +184,32 @@ def test_launch_shape_and_table_checks():
     wide = make_plan(SourceFormat("XRGB8888", 20000, 8), OutputSpec(100, 4), resize="area")
     with pytest.raises(UsageError, match="shared memory"):
         K.launch_shape(wide, 1)
+
+
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010", "XRGB8888"])
+def test_area_spans_are_the_oracle_weights(fmt):
+    # The kernel's Span table, expanded into weight matrices, is the oracle's
+    # box filter (rows of luma and chroma, columns relative to shared memory).
+    plan = make_plan(SourceFormat(fmt, 64, 32), OutputSpec(10, 7), resize="area", crop=(6, 2, 50, 28))
+    words = K.area_words(plan, 4)
+    table, start = K.area_spans(plan, words)
+    base0, base1 = words.bases(plan)
+
+    def expand(spans, n_in, base):
+        w = np.zeros((len(spans), n_in))
+        for k, s in enumerate(spans):
+            for j in range(s["n"]):
+                w[k, s["i0"] + base + j] = (min(j + 1, s["f1"]) - max(j, s["f0"])) * s["inv"]
+        return w
+    info = plan.info
+    rows0 = table[:7] if not start["span_rows1"] else table[:start["span_rows1"]]
+    np.testing.assert_allclose(expand(rows0, 32, 0), R.area_weights(7, 32, 2, 28 / 7), atol=1e-6)
+    cols0 = table[start["span_cols0"]:start["span_cols0"] + 10]
+    np.testing.assert_allclose(expand(cols0, 64, base0), R.area_weights(10, 64, 6, 5.0), atol=1e-6)
+    if info.planes == 2:
+        rows1 = table[start["span_rows1"]:start["span_cols0"]]
+        np.testing.assert_allclose(expand(rows1, 16, 0), R.area_weights(7, 16, 2, 4.0, info.sub_y), atol=1e-6)
+    if not info.rgb:
+        cols1 = table[start["span_cols1"]:]
+        np.testing.assert_allclose(expand(cols1, 32, base1), R.area_weights(10, 32, 6, 5.0, 2), atol=1e-6)
+    assert words.shared_bytes == 8 * words.smem_row
