@@ -11,6 +11,18 @@ the mapped pages over PCIe, no CPU copy). Plain numpy frames take the
 `staged` path (a pinned bounce buffer, then a device copy; `zero_copy` is
 False). Each batch size is captured once as a CUDA graph (pointer-table
 upload + kernel) and replayed with the new frames' addresses.
+
+Frames at fixed addresses (a ring of capture buffers, a staging array) can
+be set up once instead: `conv.fixed(frames, out=...)` uploads their table
+once and captures the kernel alone, so each frame costs one cuGraphLaunch
+(`fixed.launch()`) and no other Python work; `fixed.enqueue()` launches the
+kernel into someone else's graph capture (preprocessing + model in one graph).
+
+`out=` takes a CuPy array or a torch tensor of the plan's shape, or, for an
+NHWC plan, an NCHW torch tensor in channels_last memory (what a
+channels_last model takes), so the kernel writes the model's input itself.
+bfloat16 outputs are torch tensors (CuPy has no bfloat16), or, without
+PyTorch, uint16 arrays holding the bit patterns.
 """
 from __future__ import annotations
 
@@ -87,6 +99,15 @@ class FrameBatch:
         return int(self.tensor.shape[0])
 
     def __dlpack__(self, **kwargs):
+        if _is_torch(self.tensor):
+            consumer = kwargs.get("stream")
+            if consumer is not None and consumer != -1:  # the consumer's stream waits on our kernel
+                cp = cupy()
+                ptr = {1: 0, 2: cp.cuda.Stream.ptds.ptr}.get(consumer, consumer)
+                cp.cuda.ExternalStream(ptr).wait_event(self.event)
+            # Pass the rest on (max_version: a consumer that asked for a
+            # versioned capsule reads the answer as one).
+            return self.tensor.__dlpack__(**{k: v for k, v in kwargs.items() if k != "stream"})
         with self.stream:  # the consumer's stream waits on ours
             return self.tensor.__dlpack__(**kwargs)
 
@@ -109,6 +130,45 @@ class FrameBatch:
 
     def synchronize(self) -> None:
         self.event.synchronize()
+
+
+_TORCH_DTYPES = {"uint8": "torch.uint8", "float16": "torch.float16", "float32": "torch.float32",
+                 "bfloat16": "torch.bfloat16"}
+
+
+def _is_torch(t) -> bool:
+    return type(t).__module__.startswith("torch") and hasattr(t, "data_ptr")
+
+
+def _contiguous_strides(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= dim
+    return tuple(reversed(strides))
+
+
+def _out_pointer(out, plan: Plan, n: int) -> int:
+    """The device address of `out` if it holds n frames of the plan's output in
+    the kernel's layout; UsageError otherwise."""
+    shape = plan.out_shape(n)
+    if _is_torch(out):
+        if not out.is_cuda or str(out.dtype) != _TORCH_DTYPES[plan.out.dtype]:
+            raise UsageError(f"out must be a CUDA {plan.out.dtype} tensor, not {out.dtype} on {out.device}")
+        got_shape, got_strides = tuple(out.shape), tuple(out.stride())
+        ptr = out.data_ptr()
+    else:
+        if out.dtype != DTYPES[plan.out.dtype] or not out.flags.c_contiguous:
+            raise UsageError(f"out must be a contiguous {plan.out.dtype} array of shape {shape}")
+        got_shape, ptr = tuple(out.shape), out.data.ptr
+        got_strides = _contiguous_strides(got_shape)
+    if got_shape == shape and got_strides == _contiguous_strides(shape):
+        return ptr
+    h, w = plan.out.height, plan.out.width
+    if plan.out.layout == "NHWC" and got_shape == (n, 3, h, w) and got_strides == K.default_out_strides(plan):
+        return ptr  # NCHW in channels_last memory: the same bytes as NHWC
+    raise UsageError(f"out of shape {got_shape} and element strides {got_strides} is not the "
+                     f"{plan.out.layout} {shape} output (contiguous, or NCHW channels_last for NHWC plans)")
 
 
 class _RowFrames(list):
@@ -178,6 +238,23 @@ class FrameConverter:
         self.graph_captures = 0
         self.launches = 0
 
+    def _allocate(self, n: int):
+        cp = cupy()
+        shape = self.plan.out_shape(n)
+        if self.plan.out.dtype == "bfloat16":
+            try:
+                import torch
+            except ImportError:
+                torch = None
+            if torch is not None:
+                # Allocated on our stream, so the caching allocator reuses it in
+                # that stream's order (record_stream() would make it record an
+                # event on our stream when freed, after the stream may be gone).
+                with torch.cuda.stream(torch.cuda.ExternalStream(self.stream.ptr)):
+                    return torch.empty(shape, dtype=torch.bfloat16, device=f"cuda:{cp.cuda.Device().id}")
+        with self.stream:
+            return cp.empty(shape, dtype=DTYPES[self.plan.out.dtype])
+
     # -- frames -> plane addresses -------------------------------------------------
     def _planes(self, frame) -> tuple[tuple[int, int], str]:
         need = self.plan.src.frame_bytes
@@ -198,6 +275,14 @@ class FrameConverter:
         if nbytes < need:
             raise UsageError(f"device frame of {nbytes} B is smaller than the format's {need} B")
         return K.frame_planes(cai["data"][0], self.plan), "device"
+
+    def _resolve(self, frames) -> tuple[list[tuple[int, int]], str]:
+        """Plane addresses of frames that stay where they are, and the import path."""
+        if isinstance(frames, _RowFrames):
+            return frames.planes(self.plan), "device"
+        resolved = [self._planes(f) for f in frames]
+        kinds = {k for _, k in resolved}
+        return [p for p, _ in resolved], (kinds.pop() if len(kinds) == 1 else "mixed")
 
     def _stage(self, slot: _Slot, frames: list[np.ndarray]) -> list[tuple[int, int]]:
         """The staged path: numpy frames -> pinned bounce buffer -> device staging."""
@@ -226,6 +311,10 @@ class FrameConverter:
         with self.stream:
             self._kernels[vec](grid, block, (self._params[vec], slot.dev), shared_mem=smem)
 
+    def fixed(self, frames, *, out=None) -> "FixedConversion":
+        """Set up the conversion of frames that stay at these addresses (see the module doc)."""
+        return FixedConversion(self, frames, out)
+
     def convert(self, frames, *, out=None, graph: bool | None = None) -> FrameBatch:
         """Convert a batch (1..max_batch frames) with one kernel launch."""
         cp = cupy()
@@ -236,14 +325,10 @@ class FrameConverter:
         n = len(frames)
         if not 1 <= n <= self.max_batch:
             raise UsageError(f"batch of {n} frames; this converter takes 1 to {self.max_batch}")
-        shape = self.plan.out_shape(n)
-        dtype = DTYPES[self.plan.out.dtype]
         try:
             if out is None:
-                with self.stream:
-                    out = cp.empty(shape, dtype=dtype)
-            elif tuple(out.shape) != shape or out.dtype != dtype or not out.flags.c_contiguous:
-                raise UsageError(f"out must be a contiguous {self.plan.out.dtype} array of shape {shape}")
+                out = self._allocate(n)
+            out_ptr = _out_pointer(out, self.plan, n)
             slot = self._slots[self._next]
             self._next = (self._next + 1) % len(self._slots)
             slot.free.synchronize()  # its previous launch has read the table (long done, normally)
@@ -253,15 +338,10 @@ class FrameConverter:
             if staged:
                 planes = self._stage(slot, staged)
                 path, zero_copy = "staged", False
-            elif isinstance(frames, _RowFrames):
-                planes = frames.planes(self.plan)
-                path, zero_copy = "device", True
             else:
-                resolved = [self._planes(f) for f in frames]
-                planes = [p for p, _ in resolved]
-                kinds = {k for _, k in resolved}
-                path, zero_copy = (kinds.pop() if len(kinds) == 1 else "mixed"), True
-            slot.host[:1 + 2 * n] = K.pointer_table(out.data.ptr, planes, self.plan)
+                planes, path = self._resolve(frames)
+                zero_copy = True
+            slot.host[:1 + 2 * n] = K.pointer_table(out_ptr, planes, self.plan)
             vec = 4 if 4 in self._vecs and K.aligned16(planes) else 1
             self.last_vec = vec
             use_graph = self.use_graphs if graph is None else graph
@@ -292,3 +372,58 @@ class FrameConverter:
         seqs = [getattr(f, "sequence", -1) for f in frames]
         stamps = [getattr(f, "timestamp_ns", -1) for f in frames]
         return FrameBatch(out, self.stream, event, seqs, stamps, path, zero_copy)
+
+
+class FixedConversion:
+    """The conversion of frames at fixed addresses into a fixed output.
+
+    The pointer table is uploaded once, here; the kernel alone is captured as
+    a CUDA graph. Per frame, `launch()` is a single cuGraphLaunch on the
+    converter's stream (no other Python work; the caller orders and waits
+    with its own events); `enqueue()` launches the kernel, for capture into
+    a larger graph. The frames' bytes may change between launches, their
+    addresses may not (the HostFrames' registrations and the arrays must
+    stay alive: this object keeps references to them).
+    """
+
+    def __init__(self, conv: FrameConverter, frames, out=None):
+        cp = cupy()
+        if getattr(frames, "ndim", 1) == 2 and hasattr(frames, "__cuda_array_interface__"):
+            frames = _RowFrames(frames)
+        else:
+            frames = list(frames)
+        n = len(frames)
+        if not 1 <= n <= conv.max_batch:
+            raise UsageError(f"batch of {n} frames; this converter takes 1 to {conv.max_batch}")
+        if any(isinstance(f, np.ndarray) for f in frames):
+            raise UsageError("fixed conversions read frames where they are: give HostFrames or device "
+                             "arrays, not numpy frames")
+        if out is None:
+            out = conv._allocate(n)
+        planes, self.import_path = conv._resolve(frames)
+        self.zero_copy = True
+        self.frames, self.tensor, self.stream, self.plan = frames, out, conv.stream, conv.plan
+        self.vec = 4 if 4 in conv._vecs and K.aligned16(planes) else 1
+        table = K.pointer_table(_out_pointer(out, conv.plan, n), planes, conv.plan)
+        self._table = cp.asarray(table)  # uploaded once, synchronously
+        cp.cuda.runtime.deviceSynchronize()
+        grid, block, smem = K.launch_shape(conv.plan, n, self.vec)
+        kernel, params = conv._kernels[self.vec], conv._params[self.vec]
+        self._launch_args = (grid, block, (params, self._table))
+        self._smem = smem
+        self._kernel = kernel
+        self.stream.begin_capture()
+        try:
+            self.enqueue()
+        finally:
+            self.graph = self.stream.end_capture()
+        self.launch = functools.partial(self.graph.launch, self.stream)
+        self.sequences = np.asarray([getattr(f, "sequence", -1) for f in frames], dtype=np.int64)
+
+    def enqueue(self) -> None:
+        """Launch the kernel on the converter's stream (capturable)."""
+        with self.stream:
+            self._kernel(*self._launch_args, shared_mem=self._smem)
+
+    def launch(self) -> None:  # replaced per instance by the bound cuGraphLaunch
+        raise NotImplementedError

@@ -210,3 +210,88 @@ def test_bad_frames_are_refused(cp):
         conv.convert([cp.zeros(100, cp.uint8)])
     with pytest.raises(UsageError, match="1 to 2"):
         conv.convert([cp.zeros(src.frame_bytes, cp.uint8)] * 3)
+
+
+@pytest.mark.parametrize("band", [1, 2, 3, 8])
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010", "XRGB8888"])
+def test_area_bands_on_the_gpu(cp, fmt, band, monkeypatch):
+    # Several output rows per block (two shared-memory row buffers, one
+    # barrier per row): a missing barrier would show as a moving error here.
+    from sits.cuda import kernel as K
+    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    src = SourceFormat(fmt, 1280, 720)
+    plan = make_plan(src, OutputSpec(160, 100, dtype="float32"), resize="area", letterbox=True)
+    frames = random_frames(src, 3, seed=band)
+    ref = R.convert_batch(frames, plan)
+    for _ in range(2):
+        got, _, conv = convert(cp, plan, frames)
+        assert conv.last_vec == 4
+        assert R.max_error(got, ref, "float32") <= 1.0
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "area"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_bfloat16_output_as_torch(cp, fmt, resize):
+    torch = pytest.importorskip("torch")
+    src = padded(fmt, 62, 38)
+    out = OutputSpec(19, 13, layout="NHWC", dtype="bfloat16", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    plan = make_plan(src, out, resize=resize, letterbox=True, pad_rgb=(0.2, 0.4, 0.6))
+    frames = random_frames(src, 2, seed=31)
+    from sits.cuda.convert import FrameConverter
+    batch = FrameConverter(plan, max_batch=2).convert([cp.asarray(f) for f in frames])
+    t = torch.from_dlpack(batch)
+    assert t.dtype == torch.bfloat16 and t.data_ptr() == batch.tensor.data_ptr()
+    got = t.float().cpu().numpy()
+    assert R.max_error(got, R.convert_batch(frames, plan), "bfloat16") <= 1.0
+
+
+def test_writes_a_channels_last_model_input(cp):
+    # An NHWC plan writes straight into an NCHW channels_last bf16 tensor.
+    torch = pytest.importorskip("torch")
+    from sits.cuda.convert import FrameConverter
+    src = SourceFormat("YUYV", 640, 360)
+    plan = make_plan(src, OutputSpec(64, 48, layout="NHWC", dtype="bfloat16"), resize="area")
+    x = torch.full((4, 3, 48, 64), float("nan"), device="cuda", dtype=torch.bfloat16).contiguous(
+        memory_format=torch.channels_last)
+    frames = random_frames(src, 4, 5)
+    batch = FrameConverter(plan, max_batch=4).convert([cp.asarray(f) for f in frames], out=x)
+    batch.synchronize()
+    assert batch.tensor is x
+    ref = R.convert_batch(frames, plan)  # (N, H, W, C)
+    assert R.max_error(x.permute(0, 2, 3, 1).float().cpu().numpy(), ref, "bfloat16") <= 1.0
+    with pytest.raises(UsageError, match="channels_last"):
+        FrameConverter(plan, max_batch=4).convert([cp.asarray(f) for f in frames], out=x.contiguous())
+
+
+@pytest.mark.parametrize("resize", ["bilinear", "area"])
+def test_fixed_conversion_replays_new_bytes(cp, resize):
+    # Frames at fixed addresses: one graph launch per frame, reading whatever
+    # the buffers hold now (device arrays and registered host memory).
+    from sits.cuda.convert import FrameConverter, HostFrame
+    from sits.cuda.hostmem import MemfdBuffer
+    src = SourceFormat("NV12", 320, 180)
+    plan = make_plan(src, OutputSpec(96, 64, dtype="float32"), resize=resize)
+    conv = FrameConverter(plan, max_batch=2)
+    dev = [cp.empty(src.frame_bytes, cp.uint8) for _ in range(2)]
+    host = MemfdBuffer.create(2 * src.frame_bytes)
+    fixed_dev = conv.fixed(dev)
+    fixed_host = conv.fixed([HostFrame(host, offset=i * src.frame_bytes) for i in range(2)])
+    assert fixed_host.import_path == "host-registered" and fixed_dev.import_path == "device"
+    for seed in range(3):
+        frames = random_frames(src, 2, seed)
+        for d, f in zip(dev, frames):
+            d.set(f)
+        host.array[:] = np.concatenate(frames)
+        fixed_dev.launch()
+        fixed_host.launch()
+        conv.stream.synchronize()
+        ref = R.convert_batch(frames, plan)
+        assert R.max_error(cp.asnumpy(fixed_dev.tensor), ref, "float32") <= 1.0
+        assert R.max_error(cp.asnumpy(fixed_host.tensor), ref, "float32") <= 1.0
+        eager = conv.convert(dev, graph=False).tensor
+        conv.stream.synchronize()
+        assert cp.array_equal(eager, fixed_dev.tensor)
+    with pytest.raises(UsageError, match="numpy"):
+        conv.fixed(random_frames(src, 1, 0))
+    conv.registry.unregister(host)
+    host.close()
