@@ -1,16 +1,18 @@
 """Probe points and the session that loads, attaches, reads and detaches them.
 
-A `ProbeSession` loads session.bpf.o first (it creates the shared maps:
-histograms, drop counters, tracked pids, the event ring), then one object per
-probe group, handing each the same map fds. Configuration goes through the
-`.rodata.cfg` section and autoload; what the kernel lacks (a tracepoint, BTF,
-a library) is skipped with its reason and the rest runs.
+A `ProbeSession` loads syscalls.bpf.o first (it creates the shared maps:
+histograms, drop counters, tracked pids, the event ring, and needs no parse
+of the kernel's BTF, so its probes attach within milliseconds), then one
+object per other probe group, handing each the same map fds. Configuration
+goes through the `.rodata.cfg` section and autoload; what the kernel lacks
+(a tracepoint, BTF, a library) is skipped with its reason and the rest runs.
 
-Histograms are swapped per interval (`collect()`): `active` is pointed at
-the other map, then an update of the array-of-maps `rcu_sync` returns only
-after every program that could still be using the old map has finished (the
-kernel waits for an RCU grace period on map-in-map updates), and the idle
-map is then read and cleared. Nothing is lost between intervals.
+Histograms are swapped per interval (`collect()`): every row's key holds the
+interval's epoch; `active` is pointed at the other epoch, then an update of
+the array-of-maps `rcu_sync` returns only after every program that could
+still be using the old epoch has finished (the kernel waits for an RCU grace
+period on map-in-map updates), and the old epoch's rows are then read and
+deleted. Nothing is lost between intervals.
 """
 from __future__ import annotations
 
@@ -95,8 +97,8 @@ _POINT_PROGRAMS = {p.id: [g for g in PROGRAMS if p.id in g.points] for p in POIN
 # the fence destroy program only cleans up; init/emit are alternatives
 _OPTIONAL = {"sits_fence_destroy", "sits_fence_init", "sits_fence_emit"}
 
-SHARED_MAPS = ("hist_a", "hist_b", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops",
-               "tracked", "events", "comms")
+SHARED_MAPS = ("hist", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
+               "comms")
 DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full")
 HIST_VALUE_SIZE = 24 + 4 * SLOTS
 
@@ -251,7 +253,7 @@ class ProbeSession:
         self.started_at: float | None = None
         self._stats_fd = -1
         self._fds: dict[str, int] = {}
-        self._active = "hist_a"
+        self._epoch = 0
         self._ffi = self._lib = None
         self._last_collect = None
 
@@ -289,47 +291,66 @@ class ProbeSession:
             else:
                 runnable.setdefault(prog.obj, []).append(prog)
 
-        session = self._open("session", first=True)
-        session.load()
+        # syscalls.bpf.o first: it creates the shared maps and attaches fast
+        # (no kernel BTF parse), so the syscall probes run while the rest load
+        sys_progs = runnable.pop("syscalls", [])
+        first = self._load_object("syscalls", sys_progs, first=True)
+        if first is None:  # its programs were refused: the maps still come from it
+            first = self._load_object("syscalls", [], first=True, must=True)
         for name in SHARED_MAPS:
-            self._fds[name] = session.map_fd(name)
-        self._set_active("hist_a", wait=False)  # nothing attached yet
+            self._fds[name] = first.map_fd(name)
         for pid in self.filters.pids:
             self.track(pid)
+        self._attach(first, sys_progs if "syscalls" in self.objects else [])
         if self.filters.follow:
-            follow = self._open("follow")
-            follow.load()
+            follow = self._load_object("follow", [], must=True)
             follow.attach("sits_follow_fork")
 
         objects = list(runnable)
         if "bench" in self.groups:
             objects.append("bench")
         for objname in objects:
-            obj = self._open(objname)
             progs = runnable.get(objname, [])
-            names = {p.name for p in progs}
-            for pname in obj.program_names():
-                obj.set_autoload(pname, pname in names or objname == "bench")
-            try:
-                obj.load()
-            except KernelCallError as exc:
-                for p in progs:
-                    self.skipped[p.name] = f"load failed: {exc}"
-                self.objects.pop(objname).close()
+            obj = self._load_object(objname, progs)
+            if obj is None:
                 continue
-            for prog in progs:
-                try:
-                    if prog.uprobe:
-                        self._attach_avcodec(obj, prog)
-                    else:
-                        obj.attach(prog.name)
-                    self.attached.append(prog.name)
-                except KernelCallError as exc:
-                    self.skipped[prog.name] = f"attach failed: {exc}"
+            self._attach(obj, progs)
             if objname == "bench":
                 obj.attach("sits_bench_burst")
         self.started_at = time.monotonic()
         self._last_collect = self.started_at
+
+    def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
+                     must: bool = False) -> BpfObject | None:
+        """Open and load `objname` with only `progs` autoloaded (all of a
+        helper object's: bench, follow). A refused load skips those programs
+        with the reason, unless `must`."""
+        obj = self._open(objname, first=first)
+        names = {p.name for p in progs}
+        helper = objname in ("bench", "follow")
+        for pname in obj.program_names():
+            obj.set_autoload(pname, helper or pname in names)
+        try:
+            obj.load()
+        except KernelCallError as exc:
+            self.objects.pop(objname).close()
+            if must:
+                raise
+            for p in progs:
+                self.skipped[p.name] = f"load failed: {exc}"
+            return None
+        return obj
+
+    def _attach(self, obj: BpfObject, progs: list[Program]) -> None:
+        for prog in progs:
+            try:
+                if prog.uprobe:
+                    self._attach_avcodec(obj, prog)
+                else:
+                    obj.attach(prog.name)
+                self.attached.append(prog.name)
+            except KernelCallError as exc:
+                self.skipped[prog.name] = f"attach failed: {exc}"
 
     def _attach_avcodec(self, obj: BpfObject, prog: Program) -> None:
         ret = prog.name == "sits_av_exit"
@@ -421,37 +442,42 @@ class ProbeSession:
             os.close(w)  # EOF releases the child
         return pid
 
-    def _set_active(self, name: str, *, wait: bool = True) -> None:
+    def _set_epoch(self, epoch: int) -> None:
+        """Point the programs at `epoch`; returns once none can still be
+        filling the previous one."""
         ffi, lib = self._ffi, self._lib
         key = ffi.new("__u32 *", 0)
-        val = ffi.new("__u32 *", name == "hist_b")
+        val = ffi.new("__u32 *", epoch)
         libbpf.check_int(lib.bpf_map_update_elem(self._fds["active"], key, val, 0),
                          "bpf_map_update_elem", "active")
-        self._active = name
-        if wait:
-            # returns after an RCU grace period: no program still sees the old map
-            val[0] = self._fds["rcu_inner"]
-            libbpf.check_int(lib.bpf_map_update_elem(self._fds["rcu_sync"], key, val, 0),
-                             "bpf_map_update_elem", "rcu_sync")
+        self._epoch = epoch
+        # returns after an RCU grace period: no program still sees the old epoch
+        val[0] = self._fds["rcu_inner"]
+        libbpf.check_int(lib.bpf_map_update_elem(self._fds["rcu_sync"], key, val, 0),
+                         "bpf_map_update_elem", "rcu_sync")
 
     @property
     def ncpus(self) -> int:
         return libbpf.check_int(self._lib.libbpf_num_possible_cpus(), "libbpf_num_possible_cpus")
 
     def collect(self) -> tuple[dict[RowKey, Histogram], float]:
-        """Swap the histogram maps and return the interval that ended:
+        """Swap the histogram epochs and return the interval that ended:
         ({row: histogram}, seconds since the previous collect())."""
-        idle = self._active
-        self._set_active("hist_b" if idle == "hist_a" else "hist_a")  # waits for RCU
+        ended = self._epoch
+        self._set_epoch(ended ^ 1)  # waits for RCU
         now = time.monotonic()
         elapsed, self._last_collect = now - self._last_collect, now
-        return self._drain(self._fds[idle]), elapsed
+        return self._drain(ended), elapsed
 
-    def _drain(self, fd: int) -> dict[RowKey, Histogram]:
+    def _drain(self, epoch: int) -> dict[RowKey, Histogram]:
+        """Read the rows of `epoch`, then delete them (the other epoch's rows,
+        being filled meanwhile, are read along and left alone)."""
         ffi, lib = self._ffi, self._lib
+        fd = self._fds["hist"]
         ncpu = self.ncpus
         stride = HIST_VALUE_SIZE  # already a multiple of 8
         rows: dict[RowKey, Histogram] = {}
+        ended = []
         batch = 64
         opts = ffi.new("struct bpf_map_batch_opts *")
         opts.sz = ffi.sizeof("struct bpf_map_batch_opts")
@@ -462,26 +488,40 @@ class ProbeSession:
             keys = ffi.new("struct sits_hist_key[]", batch)
             vals = ffi.new("char[]", batch * ncpu * stride)
             count = ffi.new("__u32 *", batch)
-            ret = lib.bpf_map_lookup_and_delete_batch(
+            ret = lib.bpf_map_lookup_batch(
                 fd, ffi.NULL if first else token_in, token_out, keys, vals, count, opts)
             err = -ret if ret < 0 else 0
             if err == errno.ENOSPC and count[0] == 0:
                 batch *= 4  # a bucket holds more keys than the batch
                 continue
             if err and err != errno.ENOENT:
-                raise KernelCallError(err, "bpf_map_lookup_and_delete_batch")
-            self._decode(rows, keys, vals, count[0], ncpu, stride)
+                raise KernelCallError(err, "bpf_map_lookup_batch", "hist")
+            ended += self._decode(rows, keys, vals, count[0], ncpu, stride, epoch)
             if err == errno.ENOENT:
-                return rows
+                break
             first = False
             token_in, token_out = token_out, token_in
+        if ended:
+            dead = ffi.new("struct sits_hist_key[]", len(ended))
+            for d, k in zip(dead, ended):
+                d.pid, d.tid, d.probe, d.epoch, d.key = k.pid, k.tid, k.probe, epoch, k.key
+            count = ffi.new("__u32 *", len(ended))
+            libbpf.check_int(lib.bpf_map_delete_batch(fd, dead, count, opts),
+                             "bpf_map_delete_batch", "hist")
+        return rows
 
-    def _decode(self, rows, keys, vals, n, ncpu, stride) -> None:
+    def _decode(self, rows, keys, vals, n, ncpu, stride, epoch) -> list:
+        """Fold the rows of `epoch` among the first `n` into `rows`; returns
+        their keys (as RowKeys: cffi items would not outlive the batch)."""
         words = memoryview(self._ffi.buffer(vals)).cast("I")
         wstride = stride // 4
+        mine = []
         for i in range(n):
             k = keys[i]
+            if k.epoch != epoch:
+                continue
             rk = RowKey(k.pid, k.tid, k.probe, k.key)
+            mine.append(rk)
             h = rows.get(rk)
             if h is None:
                 h = rows[rk] = Histogram()
@@ -503,6 +543,7 @@ class ProbeSession:
         # drop rows whose every CPU copy was empty
         for rk in [rk for rk, h in rows.items() if not h.count]:
             del rows[rk]
+        return mine
 
     def drops(self) -> dict[str, int]:
         """Samples not counted, by cause, since start (always reported)."""

@@ -16,7 +16,7 @@ static long emit_one(__u64 i, void *ctx)
 	return 0;
 }
 
-SEC("tp_btf/sys_enter")
+SEC("raw_tp/sys_enter")
 int BPF_PROG(sits_bench_burst, struct pt_regs *regs, long nr)
 {
 	if (nr != NR_getppid || !wanted(bpf_get_current_pid_tgid()))

@@ -14,6 +14,7 @@
  * where e = floor(log2 v). 608 slots reach 2^41 ns (~36 min). */
 #define SITS_SUB_BITS 4
 #define SITS_HIST_SLOTS 608
+#define SITS_HIST_ROWS 4096  /* rows per interval (the map holds two epochs) */
 #define SITS_COMM_LEN 16
 #define SITS_NAME_LEN 32
 
@@ -49,12 +50,13 @@ enum sits_drop {
 
 /* Rows are per (pid, tid, probe, key); tid is 0 unless per_thread. The key
  * is the fd for read/write, the command for ioctl, the fence context, the
- * buffer type, the CRTC, or the return code of an avcodec call. */
+ * buffer type, the CRTC, or the return code of an avcodec call. epoch is
+ * the interval (0 or 1) the row was filled in (common.bpf.h). */
 struct sits_hist_key {
 	__u32 pid;
 	__u32 tid;
 	__u32 probe;
-	__u32 pad;
+	__u32 epoch;
 	__u64 key;
 };
 
