@@ -5,12 +5,8 @@
  * EAGAIN (no frame yet) and real work are counted apart. */
 #include "common.bpf.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64);   /* tid << 8 | probe id */
-	__type(value, __u64); /* entry time */
-} av_starts SEC(".maps");
+/* tid << 8 | probe id -> entry time */
+SITS_HASH(BPF_MAP_TYPE_HASH, 8192, __u64, __u64) av_starts SEC(".maps");
 
 SEC("uprobe")
 int sits_av_enter(struct pt_regs *ctx)

@@ -21,31 +21,16 @@ struct fence_start {
 
 /* LRU: a fence that is never signaled nor destroyed while we watch must
  * not fill the map for good. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct fence_id);
-	__type(value, struct fence_start);
-} fence_starts SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 16384, struct fence_id, struct fence_start) fence_starts SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u64);
-	__type(value, struct sits_fence_name);
-} fence_names SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_HASH, 1024, __u64, struct sits_fence_name) fence_names SEC(".maps");
 
 struct wait_start {
 	__u64 ts;
 	__u64 context;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct wait_start);
-} fence_waits SEC(".maps");
+SITS_TASK_STORAGE(struct wait_start) fence_waits SEC(".maps");
 
 static __always_inline void remember_name(struct trace_event_raw_dma_fence *ctx)
 {

@@ -21,12 +21,7 @@ struct vb_start {
 	__u32 type;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u64);
-	__type(value, struct vb_start);
-} vb_queued SEC(".maps"), vb_done SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, struct vb_start) vb_queued SEC(".maps"), vb_done SEC(".maps");
 
 struct drm_pending_id {
 	__u64 file;
@@ -34,12 +29,7 @@ struct drm_pending_id {
 	__u32 seq;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct drm_pending_id);
-	__type(value, struct vb_start);
-} drm_pending SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, struct drm_pending_id, struct vb_start) drm_pending SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
