@@ -72,7 +72,8 @@ def _groups(probes: str | None) -> tuple[str, ...]:
     return tuple(g.strip() for g in probes.split(",") if g.strip())
 
 
-def _session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, per_thread=False):
+def _session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, per_thread=False,
+             stream=False):
     from sits.ebpf.probes import Filters, ProbeSession
     if lib and not os.path.exists(lib):
         raise UsageError(f"--lib {lib}: no such file")
@@ -80,7 +81,7 @@ def _session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, per_t
         if not os.path.exists(f"/proc/{p}"):
             raise UsageError(f"--pid {p}: no such process")
     return ProbeSession(_groups(probes), filters=Filters(tuple(pid or ()), comm, cgroup, follow),
-                        avcodec_lib=lib, stats=stats, per_thread=per_thread)
+                        avcodec_lib=lib, stats=stats, per_thread=per_thread, stream=stream)
 
 
 # -- list -------------------------------------------------------------------------
@@ -127,7 +128,9 @@ def audit(ctx: typer.Context,
                                                              "buffer_wait or a probe point"),
           interval: float = typer.Option(1.0, "--interval", help="seconds between histogram swaps"),
           top_n: int = typer.Option(5, "--top", help="hot-spot list length"),
-          per_thread: bool = typer.Option(False, "--per-thread", help="one row per thread")):
+          per_thread: bool = typer.Option(False, "--per-thread", help="one row per thread"),
+          stream: Optional[str] = typer.Option(None, "--stream", help="also write every sample to this "
+                                               "CSV file (ts_ns,pid,tid,probe,key,latency_ns)")):
     """Record for a while (or while COMMAND runs) and report statistics, hot
     spots, drops and probe overhead.  Usage: sits probe audit [OPTIONS] [-- COMMAND ...]"""
     from sits.ebpf.report import Aggregate, audit_report, parse_thresholds, to_markdown
@@ -141,15 +144,21 @@ def audit(ctx: typer.Context,
     if interval <= 0:
         raise UsageError("--interval must be positive")
     thresholds = parse_thresholds(threshold)
+    stream_file = _open_stream(stream) if stream else None
     session = _session(probes, pid, comm, cgroup, lib, follow=bool(command), stats=True,
-                       per_thread=per_thread)
+                       per_thread=per_thread, stream=bool(stream))
     agg = Aggregate(session, thresholds)
+    ring = writer = None
     child, exit_code = None, None
     t0 = time.monotonic()
     report = None
     with _stop_signals() as stop:
         try:
             session.start()
+            if stream_file is not None:
+                from sits.ebpf.ringbuf import EventWriter, ring_consumer
+                ring = ring_consumer(session)
+                writer = EventWriter(stream_file, session.fence_names)
             t0 = time.monotonic()
             if command:
                 child = session.spawn(command)
@@ -170,15 +179,26 @@ def audit(ctx: typer.Context,
                 if now >= next_swap:
                     agg.add(*session.collect())
                     next_swap += interval
-                wake = min(x for x in (next_swap, deadline, now + 0.05 if child else None) if x)
+                if ring is not None:
+                    writer.write(ring.drain(copy=False))
+                poll = 0.02 if ring is not None else 0.05 if child else None
+                wake = min(x for x in (next_swap, deadline, now + poll if poll else None) if x)
                 time.sleep(max(0.0, wake - time.monotonic()))
         finally:
             stop.armed = False  # a second signal must not cut the report short
             elapsed = time.monotonic() - t0
             if session.objects:
                 agg.add(*session.collect())
+                streamed = None
+                if ring is not None:
+                    writer.write(ring.drain(copy=False))
+                    streamed = {"path": stream, "events": writer.events}
                 report = audit_report(agg, session, duration_s=elapsed, command=command or None,
-                                      exit_code=exit_code, top_n=top_n)
+                                      exit_code=exit_code, top_n=top_n, stream=streamed)
+            if ring is not None:
+                ring.close()
+            if stream_file is not None:
+                stream_file.close()
             session.close()
             if child is not None:  # the duration ended first: stop the command
                 with contextlib.suppress(ProcessLookupError):
@@ -204,6 +224,13 @@ def audit(ctx: typer.Context,
         _print_report(report)
 
 
+def _open_stream(path: str):
+    try:
+        return open(path, "w", buffering=1 << 20)
+    except OSError as exc:
+        raise UsageError(f"--stream {path}: {exc.strerror}") from None
+
+
 def _print_report(report: dict) -> None:
     from rich.console import Console
     console = Console()
@@ -214,6 +241,9 @@ def _print_report(report: dict) -> None:
     for f in report["hot_spots"]["flagged"]:
         console.print(f"[red]HOT[/] {f['probe']} {f['key']} in {f['comm']} ({f['pid']}): {f['reason']}")
     console.print("drops: " + ", ".join(f"{k} {v}" for k, v in report["drops"].items()))
+    if report.get("stream"):
+        st = report["stream"]
+        console.print(f"streamed {st['events']} samples to {st['path']} ({st['lost']} lost: ring buffer full)")
 
 
 def _rows_table(rows, title="", selected: int | None = None, limit: int | None = None, rates=False):

@@ -225,10 +225,13 @@ def overhead(session, duration_s: float) -> dict:
 
 
 def audit_report(agg: Aggregate, session, *, duration_s: float, command=None, exit_code=None,
-                 top_n: int = 5) -> dict:
+                 top_n: int = 5, stream: dict | None = None) -> dict:
+    """The audit report; `stream` ({"path", "events"}) when samples were
+    also streamed, completed here with the ones lost (ring buffer full)."""
     from sits.ebpf.probes import kernel_info
     rows = agg.rows()
-    return {
+    drops = session.drops()
+    report = {
         "schema": SCHEMA,
         "duration_s": round(duration_s, 3),
         "kernel": kernel_info(),
@@ -237,10 +240,13 @@ def audit_report(agg: Aggregate, session, *, duration_s: float, command=None, ex
         "probes": probes_status(session),
         "rows": rows,
         "hot_spots": hot_spots(rows, top_n),
-        "drops": session.drops(),
+        "drops": drops,
         "overhead": overhead(session, duration_s),
         "thresholds": {k: v for k, v in agg.thresholds.items()},
     }
+    if stream is not None:
+        report["stream"] = dict(stream, lost=drops["ringbuf"])
+    return report
 
 
 def to_markdown(report: dict) -> str:
@@ -271,6 +277,9 @@ def to_markdown(report: dict) -> str:
         lines.append(f"- top by {title}: {top or '-'}")
     d = report["drops"]
     lines += ["", "## Drops", "", ", ".join(f"{k}: {v}" for k, v in d.items()), ""]
+    if report.get("stream"):
+        st = report["stream"]
+        lines += [f"Streamed {st['events']} samples to `{st['path']}` ({st['lost']} lost: ring buffer full)", ""]
     o = report["overhead"]
     if o["programs"]:
         lines += ["## Probe overhead", "",

@@ -118,3 +118,39 @@ def ring_consumer(session) -> RingConsumer:
         raise ValueError("session was not started with stream=True")
     return RingConsumer(session.map_fd("events"), session.ring_bytes)
 
+
+
+class EventWriter:
+    """Writes streamed events as CSV (one line per sample, with a header):
+    ts_ns (CLOCK_MONOTONIC at the sample's end), pid, tid, probe, key (the
+    row key, labelled as in reports), latency_ns."""
+
+    HEADER = ("ts_ns", "pid", "tid", "probe", "key", "latency_ns")
+
+    def __init__(self, f, fence_names=None):
+        import csv
+        self._csv = csv.writer(f, lineterminator="\n")
+        self._csv.writerow(self.HEADER)
+        self._labels: dict = {}
+        self._fd_paths: dict = {}
+        self._fence_names = fence_names
+        self.events = 0
+
+    def write(self, events: np.ndarray) -> None:
+        from sits.ebpf.probes import POINT_BY_ID
+        from sits.ebpf.report import key_label
+        labels = self._labels
+        rows = []
+        for ts, delta, key, pid, tid, probe in zip(
+                events["ts_ns"].tolist(), events["delta_ns"].tolist(), events["key"].tolist(),
+                events["pid"].tolist(), events["tid"].tolist(), events["probe"].tolist()):
+            label = labels.get((probe, key, pid))
+            if label is None:
+                point = POINT_BY_ID.get(probe)
+                fences = self._fence_names() if self._fence_names and probe in (10, 11) else None
+                label = labels[(probe, key, pid)] = (
+                    point.name if point else str(probe),
+                    key_label(probe, key, pid, fence_names=fences, fd_paths=self._fd_paths))
+            rows.append((ts, pid, tid, label[0], label[1], delta))
+        self._csv.writerows(rows)
+        self.events += len(rows)

@@ -80,6 +80,46 @@ def test_audit_json_schema_for_a_followed_command(tmp_path):
     assert set(report["hot_spots"]) == {"by_p95", "by_p99", "by_total", "flagged"}
 
 
+def test_audit_streams_every_sample_and_reports_drops(tmp_path):
+    """--stream writes one CSV line per sample: exactly the reads of the
+    followed command, the same count and median as the in-kernel histogram,
+    and the report says how many were streamed and lost."""
+    out, csv_path = tmp_path / "audit.json", tmp_path / "events.csv"
+    proc = subprocess.run(SITS + ["probe", "audit", "--json", "-o", str(out), "--probes", "syscalls",
+                                  "--stream", str(csv_path), "--",
+                                  "dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=7000"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == "ts_ns,pid,tid,probe,key,latency_ns"
+    events = [line.split(",") for line in lines[1:]]
+    assert report["stream"] == {"path": str(csv_path), "events": len(events),
+                                "lost": report["drops"]["ringbuf"]}
+    assert report["drops"]["ringbuf"] == 0
+    dd = [r for r in report["rows"] if r["comm"] == "dd" and r["probe"] == "sys_read"
+          and r["key"].startswith("fd 0")]
+    assert len(dd) == 1 and dd[0]["count"] == 7000
+    reads = [e for e in events if int(e[1]) == dd[0]["pid"] and e[3] == "sys_read" and e[4].startswith("fd 0")]
+    assert len(reads) == 7000
+    assert sum(1 for e in events if int(e[1]) == dd[0]["pid"]) == sum(
+        r["count"] for r in report["rows"] if r["pid"] == dd[0]["pid"])
+    lat = sorted(int(e[5]) for e in reads)
+    assert lat[0] > 0
+    p50_us = lat[len(lat) // 2] / 1e3
+    assert abs(p50_us - dd[0]["p50_us"]) <= 0.07 * dd[0]["p50_us"] + 0.05  # a slot is <= 1/16 wide
+    ts = [int(e[0]) for e in reads]
+    assert ts == sorted(ts)  # one thread: samples in the order they happened
+
+
+def test_audit_stream_to_an_unwritable_path_is_one_line():
+    proc = subprocess.run(SITS + ["probe", "audit", "--duration", "1", "--stream", "/nonexistent/dir/x.csv"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "sits: error: --stream /nonexistent/dir/x.csv: No such file or directory"]
+
+
 def test_audit_markdown_for_a_duration():
     proc = subprocess.run(SITS + ["probe", "audit", "--duration", "0.3", "--markdown", "--probes", "syscalls"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
