@@ -98,10 +98,9 @@ def venv_dir() -> Path:
 def kvm_usable() -> bool:
     """KVM only when asked for (SITS_VM_KVM=1) and /dev/kvm is usable.
 
-    TCG is the default because KVM is not trustworthy on our machines:
-    our sandboxes expose /dev/kvm for PVM guests only (kvm_pvm), and on a
-    CI machine that had /dev/kvm and vmx the stock kernel died at 3 s
-    (int3 Oops in text patching). TCG boots in ~20 s everywhere we tried.
+    TCG is the default: our sandboxes expose /dev/kvm for PVM guests only
+    (kvm_pvm), which cannot run a stock kernel, and TCG boots in ~20 s on
+    every machine we tried.
     """
     if os.environ.get("SITS_VM_KVM") != "1":
         return False
@@ -194,8 +193,8 @@ def run_in_vm(
         result = _supervise(vng_argv, host_env, start, timeout, boot_timeout, echo)
         if result.returncode == EXIT_VM and result.error and result.error.startswith("VM exited before booting"):
             # A kernel that died while booting ran none of the command: one
-            # more boot, reported. (CI saw an early int3 Oops once; a race in
-            # kernel text patching under emulation is the likely cause.)
+            # more boot, reported. (An early `Oops: int3` in a function being
+            # text-patched shows up in about one boot in ten under TCG.)
             first = result
             oops = _first_oops(first.console)
             if echo is not None:
