@@ -26,7 +26,7 @@ PARAM_FIELDS = [
     ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
     ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
     ("smem_off1", 1, "i"), ("smem_off2", 1, "i"), ("smem_row", 1, "i"),
-    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("span_cols0", 1, "i"), ("span_cols1", 1, "i"),
+    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"),
     ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
 ]
 PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
@@ -40,13 +40,13 @@ INT32_MAX = 2 ** 31 - 1
 # Output rows per area block; None: chosen from the launch size (area_band_rows).
 AREA_BAND_ROWS: int | None = None
 # `struct Span` in kernels/convert.cu: one row or column of an area resampling.
-SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("f0", "<f4"), ("f1", "<f4"), ("inv", "<f4"),
+SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4"), ("inv", "<f4"),
                        ("unused", "<f4", 3)])
 
 
 def _padded(n: int) -> int:
-    """Floats that n column sums take in shared memory (spad(): a word of padding every 32)."""
-    return n + (n >> 5) + 1
+    """Floats that n column sums take in shared memory, rounded to 16 bytes."""
+    return -(-n // 4) * 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +121,14 @@ def area_words(plan: Plan, vec: int = 1) -> AreaWords:
 
 
 def _span(b0: float, b1: float, end: int, base: int) -> tuple:
-    """The kernel's Span for the footprint [b0, b1) clipped at `end` (doubles, as the oracle)."""
+    """The kernel's Span for the footprint [b0, b1) clipped at `end` (doubles, as
+    the oracle): first sample, count, the end samples' overlaps, 1 / footprint."""
     i0 = math.floor(b0)
     i1 = min(math.ceil(b1), end)
-    return (i0 - base, i1 - i0, np.float32(b0 - i0), np.float32(b1 - i0), np.float32(1.0 / (b1 - b0)), (0, 0, 0))
+    n = i1 - i0
+    w0 = min(i0 + 1, b1) - b0
+    w1 = min(i1, b1) - max(i1 - 1, b0) if n > 1 else 0.0
+    return (i0 - base, n, w0, w1, 1.0 / (b1 - b0), (0, 0, 0))
 
 
 def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]]:
@@ -149,6 +153,17 @@ def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]
     start = {"span_rows1": len(rows0) if rows1 else 0, "span_cols0": len(rows0) + len(rows1)}
     start["span_cols1"] = start["span_cols0"] + (len(cols0) if cols1 else 0)
     return table, start
+
+
+def col_table(cols: np.ndarray) -> np.ndarray:
+    """A ColTable (kernels/convert.cu) as bytes: the columns' spans as four
+    arrays, i0 | n << 16, w0, w1, inv."""
+    if len(cols) and (cols["i0"].min() < 0 or cols["i0"].max() >= 1 << 16 or cols["n"].max() >= 1 << 15):
+        raise UsageError("area columns out of the kernel's 16-bit range")
+    i0n = (cols["i0"].astype(np.int64) | (cols["n"].astype(np.int64) << 16)).astype(np.int32)
+    return np.concatenate([i0n.view(np.uint8), cols["w0"].astype(np.float32).view(np.uint8),
+                           cols["w1"].astype(np.float32).view(np.uint8),
+                           cols["inv"].astype(np.float32).view(np.uint8)])
 
 
 def area_band_rows(plan: Plan, batch: int) -> int:
@@ -194,6 +209,18 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
     else:
         words = AreaWords(0, 0, 0, 0, 0, 0)
         spans, starts = np.zeros(0, SPAN_DTYPE), {"span_rows1": 0, "span_cols0": 0, "span_cols1": 0}
+    col_tables, col_offsets = [], [0, 0]
+    if plan.resize == "area":  # the ColTables after the Span table: cols0, then cols1 (YUV)
+        at = span_offset + spans.nbytes
+        n_cols = plan.content[2]
+        for k, first in enumerate((starts["span_cols0"], starts["span_cols1"] if not plan.info.rgb else None)):
+            if first is None:
+                col_offsets[k] = col_offsets[0]
+                continue
+            col_offsets[k] = at
+            table = col_table(spans[first:first + n_cols])
+            col_tables.append(table)
+            at += table.nbytes
     pad = plan.pad_out
     if plan.out.dtype == "uint8":
         pad = np.clip(np.rint(pad), 0, 255)
@@ -208,7 +235,8 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "word_start0": words.word_start0, "word_count0": words.word_count0,
         "word_start1": words.word_start1, "word_count1": words.word_count1,
         "smem_off1": words.smem_off1, "smem_off2": words.smem_off2, "smem_row": words.smem_row,
-        "span_offset": span_offset, **starts,
+        "span_offset": span_offset, "span_rows1": starts["span_rows1"],
+        "cols0": col_offsets[0], "cols1": col_offsets[1],
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
     }
     buf = np.zeros(PARAM_WORDS, dtype=np.uint32)
@@ -225,7 +253,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
     out = np.zeros(span_offset + spans.nbytes, dtype=np.uint8)
     out[:head] = buf.view(np.uint8)
     out[span_offset:] = spans.view(np.uint8)
-    return out
+    return np.concatenate([out] + col_tables)
 
 
 def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:

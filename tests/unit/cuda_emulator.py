@@ -29,7 +29,7 @@ DRIVER = r"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __restrict__ __restrict
 typedef _Float16 __half;
 static inline __half __float2half_rn(float x) { return (__half)x; }
@@ -45,6 +45,9 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 #define __ldg(p) (*(p))
 struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
 static thread_local emu_dim3 threadIdx, blockIdx;
 static emu_dim3 blockDim, gridDim;
 static thread_local std::barrier<>* emu_barrier;

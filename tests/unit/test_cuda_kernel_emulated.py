@@ -119,10 +119,13 @@ def test_bfloat16_output(fmt, resize):
 
 
 
-@pytest.mark.parametrize("fmt", ["YUYV", "NV16", "XBGR8888"])
-def test_area_tall_footprints(fmt):
-    # 600 rows into one: long weighted sums, all-255 and random frames.
-    src = SourceFormat(fmt, 16, 600)
+@pytest.mark.parametrize("height", [600, 250, 60])
+@pytest.mark.parametrize("fmt", ["YUYV", "NV16", "XBGR8888", "P010"])
+def test_area_tall_footprints(fmt, height):
+    # Many rows into one: the rows between the ends are summed as 16-bit
+    # integer lanes up to 256 rows (64 for P010; all-255 frames fill them),
+    # taller footprints in floats.
+    src = SourceFormat(fmt, 16, height)
     plan = make_plan(src, OutputSpec(3, 1, dtype="float32"), resize="area")
     batch = [np.full(src.frame_bytes, 255, np.uint8), frames(src, 1, seed=8)[0]]
     assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0

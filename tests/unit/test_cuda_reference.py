@@ -196,11 +196,15 @@ def test_area_spans_are_the_oracle_weights(fmt):
     base0, base1 = words.bases(plan)
 
     def expand(spans, n_in, base):
+        # Both passes weight the end samples by w0, w1 (0 when n == 1) and
+        # the samples between them by 1.
         w = np.zeros((len(spans), n_in))
         for k, s in enumerate(spans):
-            for j in range(s["n"]):
-                w[k, s["i0"] + base + j] = (min(j + 1, s["f1"]) - max(j, s["f0"])) * s["inv"]
-        return w
+            n, i0 = s["n"], s["i0"] + base
+            w[k, i0:i0 + n] = 1.0
+            w[k, i0 + n - 1] = s["w1"]
+            w[k, i0] = s["w0"]
+        return w * spans["inv"][:, None]
     info = plan.info
     rows0 = table[:7] if not start["span_rows1"] else table[:start["span_rows1"]]
     np.testing.assert_allclose(expand(rows0, 32, 0), R.area_weights(7, 32, 2, 28 / 7), atol=1e-6)

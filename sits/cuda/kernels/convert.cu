@@ -15,7 +15,7 @@
 
 #ifndef SITS_EMULATE
 #include <cuda_fp16.h>
-#define SITS_SHARED_FLOATS(name) extern __shared__ float name[]
+#define SITS_SHARED_FLOATS(name) extern __shared__ __align__(16) float name[]
 #endif
 
 namespace sits {
@@ -33,7 +33,8 @@ struct Params {
     int word_start0, word_count0, word_start1, word_count1;      // area: 32-bit words covering the crop
     int smem_off1, smem_off2, smem_row; // area: where c1, c2 start in a row buffer, its floats
     int span_offset;                    // area: bytes from this block to the Span table
-    int span_rows1, span_cols0, span_cols1;  // area: first Span of each table (rows0 is at 0)
+    int span_rows1;                     // area: first Span of chroma rows (rows0 is at 0)
+    int cols0, cols1;                   // area: bytes from this block to the column tables (ColTable)
     float m[12];                        // 3x4 affine: code values -> RGB in [0,1], output channel order
     float norm_a[3], norm_b[3];         // out = clamp(rgb) * a + b
     float pad[3];                       // letterbox fill, already normalised
@@ -72,8 +73,7 @@ __device__ __forceinline__ void write_pixel(const Params& p, typename OutType<OU
                                             float c0, float c1, float c2) {
     #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        float v = p.m[4 * c] * c0 + p.m[4 * c + 1] * c1 + p.m[4 * c + 2] * c2 + p.m[4 * c + 3];
-        v = fminf(fmaxf(v, 0.0f), 1.0f);
+        const float v = __saturatef(fmaf(p.m[4 * c], c0, fmaf(p.m[4 * c + 1], c1, fmaf(p.m[4 * c + 2], c2, p.m[4 * c + 3]))));
         store<OUT>(o + (long long)c * p.out_stride_c, v * p.norm_a[c] + p.norm_b[c]);
     }
 }
@@ -202,14 +202,10 @@ bilinear(const Params* __restrict__ P, const unsigned long long* __restrict__ T)
 
 // Area. Host-computed spans (kernel.py `area_spans`, the same double
 // arithmetic the oracle uses) give, for each content row and column, the first
-// source sample, how many samples it covers and the overlap fractions of the
-// two end samples; weight(j) = (min(j + 1, f1) - max(j, f0)) * inv.
-struct alignas(16) Span { int i0, n; float f0, f1, inv, unused0, unused1, unused2; };
-
-// Shared-memory index of column sum i: one padding word every 32, so the
-// strided stores of the vertical pass (thread t writes word 8t + k) and the
-// reads of the horizontal pass land in distinct banks.
-__device__ __forceinline__ int spad(int i) { return i + (i >> 5); }
+// source sample, how many samples it covers, the overlaps of the two end
+// samples (w0, and w1 when n > 1, else 0; every sample between overlaps by 1)
+// and 1 / footprint.
+struct alignas(16) Span { int i0, n; float w0, w1, inv, unused0, unused1, unused2; };
 
 // Byte I of `w` as a float: the byte in the mantissa of 2^23, minus 2^23 (a
 // byte permute and an add, where a conversion instruction runs at quarter rate).
@@ -218,44 +214,48 @@ __device__ __forceinline__ float byte_value(unsigned int w) {
     return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | I)) - 8388608.0f;
 }
 
-template <int FMT, int PLANE>
-__device__ __forceinline__ void area_store_word(int w, const float* a, float* s0, float* s1, float* s2) {
-    if (FMT == FMT_YUYV) {
-        s0[spad(2 * w)] = a[0]; s1[spad(w)] = a[1]; s0[spad(2 * w + 1)] = a[2]; s2[spad(w)] = a[3];
-    } else if (FMT == FMT_UYVY) {
-        s1[spad(w)] = a[0]; s0[spad(2 * w)] = a[1]; s2[spad(w)] = a[2]; s0[spad(2 * w + 1)] = a[3];
-    } else if (FMT == FMT_XRGB) {
-        s2[spad(w)] = a[0]; s1[spad(w)] = a[1]; s0[spad(w)] = a[2];
-    } else if (FMT == FMT_XBGR) {
-        s0[spad(w)] = a[0]; s1[spad(w)] = a[1]; s2[spad(w)] = a[2];
-    } else if (FMT == FMT_P010) {
-        if (PLANE == 0) { s0[spad(2 * w)] = a[0]; s0[spad(2 * w + 1)] = a[1]; }
-        else { s1[spad(w)] = a[0]; s2[spad(w)] = a[1]; }
-    } else {  // NV12, NV16
-        if (PLANE == 0) {
-            s0[spad(4 * w)] = a[0]; s0[spad(4 * w + 1)] = a[1]; s0[spad(4 * w + 2)] = a[2]; s0[spad(4 * w + 3)] = a[3];
-        } else {
-            s1[spad(2 * w)] = a[0]; s2[spad(2 * w)] = a[1]; s1[spad(2 * w + 1)] = a[2]; s2[spad(2 * w + 1)] = a[3];
-        }
+// 16-bit lane L (0: bits 0-15, 1: bits 16-31) of a packed integer sum, as a float.
+template <int L>
+__device__ __forceinline__ float lane_value(unsigned int acc) {
+    return __uint_as_float(__byte_perm(acc, 0x4B000000u, L ? 0x7432u : 0x7410u)) - 8388608.0f;
+}
+
+// The samples of one 32-bit word, in memory order: 4 bytes, or 2 P010 samples.
+template <int FMT>
+__device__ __forceinline__ void word_values(unsigned int w, float* v) {
+    if (FMT == FMT_P010) {
+        v[0] = (float)((w & 0xffffu) >> 6);
+        v[1] = (float)(w >> 22);
+    } else {
+        v[0] = byte_value<0>(w); v[1] = byte_value<1>(w); v[2] = byte_value<2>(w); v[3] = byte_value<3>(w);
+    }
+}
+
+template <int FMT> struct WordSamples { static constexpr int n = FMT == FMT_P010 ? 2 : 4; };
+
+// Interior rows (weight 1) are summed as integers, two 16-bit lanes to a
+// register: bytes 0 and 2 in `lo`, bytes 1 and 3 in `hi` (P010: the two
+// 10-bit samples in `lo`). A lane holds CHUNK rows without overflow.
+template <int FMT> struct Packed { static constexpr int chunk = FMT == FMT_P010 ? 64 : 256; };
+
+template <int FMT>
+__device__ __forceinline__ void packed_add(unsigned int w, unsigned int& lo, unsigned int& hi) {
+    if (FMT == FMT_P010) {
+        lo += (w >> 6) & 0x03ff03ffu;
+    } else {
+        lo += w & 0x00ff00ffu;
+        hi += __byte_perm(w, 0u, 0x4341u);
     }
 }
 
 template <int FMT>
-__device__ __forceinline__ void area_accumulate(unsigned int word, float wt, float* a) {
+__device__ __forceinline__ void packed_flush(unsigned int lo, unsigned int hi, float* a) {
     if (FMT == FMT_P010) {
-        a[0] += wt * (float)((word & 0xffffu) >> 6);
-        a[1] += wt * (float)(word >> 22);
+        a[0] += lane_value<0>(lo); a[1] += lane_value<1>(lo);
     } else {
-        a[0] += wt * byte_value<0>(word);
-        a[1] += wt * byte_value<1>(word);
-        a[2] += wt * byte_value<2>(word);
-        a[3] += wt * byte_value<3>(word);
+        a[0] += lane_value<0>(lo); a[2] += lane_value<1>(lo);
+        a[1] += lane_value<0>(hi); a[3] += lane_value<1>(hi);
     }
-}
-
-__device__ __forceinline__ float span_weight(int j, const Span& s) {
-    const float fj = (float)j;
-    return (fminf(fj + 1.0f, s.f1) - fmaxf(fj, s.f0)) * s.inv;
 }
 
 template <int VEC>
@@ -268,58 +268,210 @@ __device__ __forceinline__ void load_words(const unsigned char* row, unsigned in
     }
 }
 
+// Four consecutive floats to shared memory (16-byte aligned when VEC == 4).
+template <int VEC>
+__device__ __forceinline__ void put4(float* d, float a, float b, float c, float e) {
+    if (VEC == 4) {
+        *reinterpret_cast<float4*>(d) = make_float4(a, b, c, e);
+    } else {
+        d[0] = a; d[1] = b; d[2] = c; d[3] = e;
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void put2(float* d, float a, float b) {
+    d[0] = a; d[1] = b;
+}
+
+// Column sums of VEC words to the row buffer, by component. Word k of the
+// group is at word index rel + k; s0/s1/s2 are the component rows.
+template <int FMT, int PLANE, int VEC>
+__device__ __forceinline__ void area_store(int rel, const float (*a)[4], float* s0, float* s1, float* s2) {
+    if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
+        const int y0 = FMT == FMT_YUYV ? 0 : 1, c0 = 1 - y0;
+        if (VEC == 4) {
+            put4<4>(s0 + 2 * rel, a[0][y0], a[0][y0 + 2], a[1][y0], a[1][y0 + 2]);
+            put4<4>(s0 + 2 * rel + 4, a[2][y0], a[2][y0 + 2], a[3][y0], a[3][y0 + 2]);
+            put4<4>(s1 + rel, a[0][c0], a[1][c0], a[2][c0], a[3][c0]);
+            put4<4>(s2 + rel, a[0][c0 + 2], a[1][c0 + 2], a[2][c0 + 2], a[3][c0 + 2]);
+        } else {
+            put2<1>(s0 + 2 * rel, a[0][y0], a[0][y0 + 2]);
+            s1[rel] = a[0][c0]; s2[rel] = a[0][c0 + 2];
+        }
+    } else if (FMT == FMT_XRGB || FMT == FMT_XBGR) {
+        float* d0 = FMT == FMT_XRGB ? s2 : s0;  // where byte 0 goes (XRGB8888 is B,G,R,X)
+        float* d2 = FMT == FMT_XRGB ? s0 : s2;
+        if (VEC == 4) {
+            put4<4>(d0 + rel, a[0][0], a[1][0], a[2][0], a[3][0]);
+            put4<4>(s1 + rel, a[0][1], a[1][1], a[2][1], a[3][1]);
+            put4<4>(d2 + rel, a[0][2], a[1][2], a[2][2], a[3][2]);
+        } else {
+            d0[rel] = a[0][0]; s1[rel] = a[0][1]; d2[rel] = a[0][2];
+        }
+    } else if (FMT == FMT_P010) {
+        if (PLANE == 0) {
+            if (VEC == 4) {
+                put4<4>(s0 + 2 * rel, a[0][0], a[0][1], a[1][0], a[1][1]);
+                put4<4>(s0 + 2 * rel + 4, a[2][0], a[2][1], a[3][0], a[3][1]);
+            } else {
+                put2<1>(s0 + 2 * rel, a[0][0], a[0][1]);
+            }
+        } else {
+            if (VEC == 4) {
+                put4<4>(s1 + rel, a[0][0], a[1][0], a[2][0], a[3][0]);
+                put4<4>(s2 + rel, a[0][1], a[1][1], a[2][1], a[3][1]);
+            } else {
+                s1[rel] = a[0][0]; s2[rel] = a[0][1];
+            }
+        }
+    } else {  // NV12, NV16
+        if (PLANE == 0) {
+            #pragma unroll
+            for (int k = 0; k < VEC; ++k) put4<VEC>(s0 + 4 * (rel + k), a[k][0], a[k][1], a[k][2], a[k][3]);
+        } else {
+            if (VEC == 4) {
+                put4<4>(s1 + 2 * rel, a[0][0], a[0][2], a[1][0], a[1][2]);
+                put4<4>(s1 + 2 * rel + 4, a[2][0], a[2][2], a[3][0], a[3][2]);
+                put4<4>(s2 + 2 * rel, a[0][1], a[0][3], a[1][1], a[1][3]);
+                put4<4>(s2 + 2 * rel + 4, a[2][1], a[2][3], a[3][1], a[3][3]);
+            } else {
+                put2<1>(s1 + 2 * rel, a[0][0], a[0][2]);
+                put2<1>(s2 + 2 * rel, a[0][1], a[0][3]);
+            }
+        }
+    }
+}
+
 // Vertical half for one group of VEC 32-bit words (one 16-byte load per row
-// when VEC == 4; coalesced across the warp): up to four rows' loads in flight,
-// then their weighted sums, left as column sums in shared memory. (Adding the
-// interior rows as 16-bit integer lanes cost more registers than it saved
-// instructions: 39% of the roofline against 44% for 1080p YUYV -> 224.)
+// when VEC == 4; coalesced across the warp): the rows between the first and
+// the last of the footprint are summed as packed integers (four rows' loads in
+// flight, with the two end rows' loads), the end rows are weighted in floats,
+// and the column sums are left in shared memory unnormalised (the horizontal
+// pass multiplies by both 1 / footprint). Footprints taller than a packed
+// lane holds take a plain float loop.
 template <int FMT, int PLANE, int VEC>
 __device__ __forceinline__ void area_group(const unsigned char* base, int stride, int word, int rel,
                                            const Span& sp, float* s0, float* s1, float* s2) {
+    constexpr int S = WordSamples<FMT>::n;
     const unsigned char* src = base + 4LL * word + (long long)sp.i0 * stride;
-    float a[VEC][4];
-    #pragma unroll
-    for (int k = 0; k < VEC; ++k) { a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f; }
-    for (int r = 0; r < sp.n; r += 4) {
-        unsigned int w[4][VEC];
+    const int n = sp.n;
+    unsigned int first[VEC], last[VEC];
+    load_words<VEC>(src, first);
+    if (n > 1) {
+        load_words<VEC>(src + (long long)(n - 1) * stride, last);
+    } else {
         #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            if (r + q < sp.n) load_words<VEC>(src + (long long)(r + q) * stride, w[q]);
+        for (int k = 0; k < VEC; ++k) last[k] = 0u;  // weight w1 is 0
+    }
+    float a[VEC][4];
+    const unsigned char* row = src + stride;
+    if (n - 2 <= Packed<FMT>::chunk) {
+        unsigned int lo[VEC], hi[VEC];
+        #pragma unroll
+        for (int k = 0; k < VEC; ++k) lo[k] = hi[k] = 0u;
+        int r = 1;
+        #pragma unroll 1
+        for (; r + 4 <= n - 1; r += 4) {
+            unsigned int w[4][VEC];
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) load_words<VEC>(row + (long long)q * stride, w[q]);
+            row += 4LL * stride;
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                #pragma unroll
+                for (int k = 0; k < VEC; ++k) packed_add<FMT>(w[q][k], lo[k], hi[k]);
+            }
+        }
+        #pragma unroll 1
+        for (; r < n - 1; ++r) {
+            unsigned int w[VEC];
+            load_words<VEC>(row, w);
+            row += stride;
+            #pragma unroll
+            for (int k = 0; k < VEC; ++k) packed_add<FMT>(w[k], lo[k], hi[k]);
         }
         #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            if (r + q < sp.n) {
-                const float wt = span_weight(r + q, sp);
+        for (int k = 0; k < VEC; ++k) {
+            a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
+            if (n > 2) packed_flush<FMT>(lo[k], hi[k], a[k]);
+        }
+    } else {
+        #pragma unroll
+        for (int k = 0; k < VEC; ++k) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
+        #pragma unroll 1
+        for (int r = 1; r < n - 1; ++r) {
+            unsigned int w[VEC];
+            load_words<VEC>(row, w);
+            row += stride;
+            #pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float v[4];
+                word_values<FMT>(w[k], v);
                 #pragma unroll
-                for (int k = 0; k < VEC; ++k) area_accumulate<FMT>(w[q][k], wt, a[k]);
+                for (int j = 0; j < S; ++j) a[k][j] += v[j];
             }
         }
     }
     #pragma unroll
-    for (int k = 0; k < VEC; ++k) area_store_word<FMT, PLANE>(rel + k, a[k], s0, s1, s2);
+    for (int k = 0; k < VEC; ++k) {
+        float u[4], v[4];
+        word_values<FMT>(first[k], u);
+        word_values<FMT>(last[k], v);
+        #pragma unroll
+        for (int j = 0; j < S; ++j) a[k][j] = fmaf(sp.w0, u[j], fmaf(sp.w1, v[j], a[k][j]));
+    }
+    area_store<FMT, PLANE, VEC>(rel, a, s0, s1, s2);
 }
 
-// Horizontal half: box-filter the column sums (span i0 is relative to the
-// first column in shared memory). Every sample but the two ends has weight 1:
-// sum them all, then take off the parts of the end samples outside the
-// footprint (f0 of the first, n - min(n, f1) of the last).
-__device__ __forceinline__ float area_box(const float* s, const Span& c) {
-    float acc = 0.f;
-    for (int i = 0; i < c.n; ++i) acc += s[spad(c.i0 + i)];
-    const float nf = (float)c.n;
-    acc -= c.f0 * s[spad(c.i0)] + (nf - fminf(nf, c.f1)) * s[spad(c.i0 + c.n - 1)];
-    return acc * c.inv;
+// Horizontal half. The columns' spans are also laid out as a ColTable: four
+// arrays of content_w entries (i0 | n << 16, w0, w1, inv), so that a warp's
+// 32 consecutive columns read each field as one coalesced 128-byte load.
+struct Col { int i0, n; float w0, w1, inv; };
+
+__device__ __forceinline__ Col load_col(const Params& p, int offset, int x) {
+    const unsigned char* t = reinterpret_cast<const unsigned char*>(&p) + offset;
+    const int w = p.content_w;
+    const int i0n = __ldg(reinterpret_cast<const int*>(t) + x);
+    const float* f = reinterpret_cast<const float*>(t);
+    Col c;
+    c.i0 = i0n & 0xffff;
+    c.n = i0n >> 16;
+    c.w0 = __ldg(f + w + x);
+    c.w1 = __ldg(f + 2 * w + x);
+    c.inv = __ldg(f + 3 * w + x);
+    return c;
 }
 
-// Area: grid (bands, N), 256 threads; each block converts a band of
-// ceil(out_h / gridDim.x) consecutive output rows of one frame, one row after
-// another, with two shared-memory row buffers (smem_row floats each) so that
-// one barrier per row suffices: a row's horizontal pass overlaps the next
-// row's loads. Threads take the column groups of both planes as one range.
-// VEC == 4 needs 16-byte aligned rows (the host checks strides and frame
-// addresses).
+// Box-filter column sums: the end samples weighted by w0, w1 (w1 is 0 when
+// n == 1), the samples between them by 1. Two components with the same
+// columns (chroma, or G and B) share the loop.
+__device__ __forceinline__ float area_box(const float* s, const Col& c) {
+    const float* q = s + c.i0;
+    const int n = c.n;
+    float acc = 0.f, acc2 = 0.f;
+    int i = 1;
+    #pragma unroll 1
+    for (; i + 2 <= n - 1; i += 2) { acc += q[i]; acc2 += q[i + 1]; }
+    if (i < n - 1) acc += q[i];
+    return fmaf(c.w0, q[0], fmaf(c.w1, q[n - 1], acc + acc2));
+}
+
+__device__ __forceinline__ void area_box2(const float* s, const float* t, const Col& c, float& u, float& v) {
+    const float* q = s + c.i0;
+    const float* p = t + c.i0;
+    const int n = c.n;
+    float a = 0.f, b = 0.f;
+    #pragma unroll 1
+    for (int i = 1; i < n - 1; ++i) { a += q[i]; b += p[i]; }
+    u = fmaf(c.w0, q[0], fmaf(c.w1, q[n - 1], a));
+    v = fmaf(c.w0, p[0], fmaf(c.w1, p[n - 1], b));
+}
+
+#ifndef SITS_AREA_MIN_BLOCKS
+#define SITS_AREA_MIN_BLOCKS 5
+#endif
 template <int FMT, int OUT, int VEC>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, SITS_AREA_MIN_BLOCKS)
 area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
@@ -363,16 +515,19 @@ area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
                 write_pad<OUT>(p, o);
                 continue;
             }
-            const Span c0 = spans[p.span_cols0 + lx];
-            const float v0 = area_box(s0, c0);
+            const Col c0 = load_col(p, p.cols0, lx);
+            const float v0 = area_box(s0, c0) * (c0.inv * rows0.inv);
             float v1, v2;
             if (Tr::rgb) {
-                v1 = area_box(s1, c0);
-                v2 = area_box(s2, c0);
+                area_box2(s1, s2, c0, v1, v2);
+                v1 *= c0.inv * rows0.inv;
+                v2 *= c0.inv * rows0.inv;
             } else {
-                const Span c1 = spans[p.span_cols1 + lx];
-                v1 = area_box(s1, c1);
-                v2 = area_box(s2, c1);
+                const Col c1 = load_col(p, p.cols1, lx);
+                area_box2(s1, s2, c1, v1, v2);
+                const float k = c1.inv * rows1.inv;
+                v1 *= k;
+                v2 *= k;
             }
             write_pixel<OUT>(p, o, v0, v1, v2);
         }

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Area kernel only: time compile-time variants of kernels/convert.cu on the
+benchmark's cases, each checked against the numpy oracle first.
+
+    PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --min-blocks 4 5 6 --json $OUT/area.json
+
+A variant is the kernel text with `#define NAME VALUE` lines put in front
+(here SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at).
+Times are those of sits/cuda/bench.py item (a): the kernel alone, two frame
+sets replayed alternately from one graph, against "input read once + output
+written once" at the device-to-device copy bandwidth measured in this run.
+"""
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sits.cuda import bench as B
+from sits.cuda import convert as C
+from sits.cuda import kernel as K
+from sits.cuda import reference as R
+from sits.cuda.formats import OutputSpec, SourceFormat, make_plan
+from sits.cuda.runtime import cupy
+
+CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("NV12", 224, "float16", "NCHW"),
+         ("YUYV", 640, "float16", "NCHW"), ("NV12", 640, "float16", "NCHW")]
+
+
+def use_variant(defines: dict[str, int], source: str, tmp: Path) -> None:
+    path = tmp / ("v_" + "_".join(f"{k}{v}" for k, v in defines.items()) + ".cu")
+    path.write_text("".join(f"#define {k} {v}\n" for k, v in defines.items()) + source)
+    K.KERNEL_SOURCE_PATH = path
+    C._module.cache_clear()
+
+
+def check(cp, conv, plan, frames) -> float:
+    """Largest error of two converted frames in units of the tolerance (<= 1 passes)."""
+    out = conv.convert(frames[:2]).tensor
+    got = out.float().cpu().numpy() if hasattr(out, "cpu") else cp.asnumpy(out)
+    atol, rtol = R.TOLERANCE[plan.out.dtype]
+    ref = R.convert_batch([cp.asnumpy(f) for f in frames[:2]], plan)
+    return float(np.max(np.abs(got.astype(np.float64) - ref) / (atol + rtol * np.abs(ref))))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--min-blocks", type=int, nargs="+", default=[5])
+    ap.add_argument("--bands", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    cp = cupy()
+    stream = cp.cuda.Stream(non_blocking=True)
+    d2d = B.d2d_bandwidth(cp, stream)
+    print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
+    source = Path(K.KERNEL_SOURCE_PATH).read_text()
+    wanted = [n for n in K.all_kernel_names() if n.startswith("sits::area<0,") or n.startswith("sits::area<2,")]
+    K.all_kernel_names = lambda: wanted
+    tmp = Path(tempfile.mkdtemp())
+    sets_of = {}
+    rows = []
+    for mb in args.min_blocks:
+        use_variant({"SITS_AREA_MIN_BLOCKS": mb}, source, tmp)
+        for fmt, size, dtype, layout in CASES:
+            src = SourceFormat(fmt, B.W, B.H)
+            if fmt not in sets_of:
+                sets_of[fmt] = [B._random_device_frames(cp, src, args.batch, seed) for seed in (1, 2)]
+            sets = sets_of[fmt]
+            plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **B.IMAGENET), resize="area")
+            conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=2)
+            err = check(cp, conv, plan, sets[0])
+            outs = [conv._allocate(args.batch) for _ in range(2)]
+            in_bytes = args.batch * src.frame_bytes
+            out_bytes = args.batch * 3 * size * size * 2
+            roof = (in_bytes + out_bytes) / d2d * 1e3
+            sweep = {}
+            for band in args.bands:
+                K.AREA_BAND_ROWS = band
+                try:
+                    sweep[band] = B._time_fixed(cp, stream, conv, sets, outs, args.batch)
+                finally:
+                    K.AREA_BAND_ROWS = None
+            best = min(sweep, key=sweep.get)
+            row = dict(min_blocks=mb, format=fmt, size=size, dtype=dtype, layout=layout, regs=conv.registers,
+                       err=err, roofline_ms=roof, sweep_ms=sweep, best_band=best,
+                       best_frac=roof / sweep[best], auto_band=K.area_band_rows(plan, args.batch))
+            rows.append(row)
+            print(f"mb={mb} {fmt} {size} {dtype} {layout} regs={conv.registers} err={err:.3f} "
+                  + " ".join(f"b{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
+            del conv, outs
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(d2d=d2d, rows=rows), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
