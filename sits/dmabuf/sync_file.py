@@ -29,6 +29,14 @@ def file_info(fd: int) -> tuple[int, list[FenceInfo]]:
                                    f.status, f.timestamp_ns) for f in fences[0:info.num_fences]]
 
 
+def file_status(fd: int) -> int:
+    """1 signalled, 0 active, <0 error: one SYNC_IOC_FILE_INFO asking for no
+    per-fence records (the per-frame question; file_info() asks for them)."""
+    info = ffi.new("struct sync_file_info *")
+    ioctl(fd, lib.SITS_SYNC_IOC_FILE_INFO, info)
+    return info.status
+
+
 def merge(fd1: int, fd2: int, name: str = "sits-merge") -> int:
     data = ffi.new("struct sync_merge_data *")
     data.name = name.encode()[:31]
@@ -58,7 +66,7 @@ class SyncFile(FdOwner):
         return self.status() == 1
 
     def status(self) -> int:
-        return file_info(self.fileno())[0]
+        return file_status(self.fileno())
 
     def info(self) -> list[FenceInfo]:
         return file_info(self.fileno())[1]

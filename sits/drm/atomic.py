@@ -27,8 +27,18 @@ class AtomicRequest:
         self._req = req
         self._free = weakref.finalize(self, lib.drmModeAtomicFree, req)
         self._fence_slots: dict[str, object] = {}
+        self._slot_pool: dict[str, object] = {}
         self.fences: dict[str, SyncFile | None] = {}
         self.props: list[tuple[int, str, int]] = []
+
+    def reset(self) -> "AtomicRequest":
+        """Empty the request for the next commit (drmModeAtomicSetCursor 0),
+        so a flip loop allocates no request, finalizer or fence slot per frame."""
+        lib.drmModeAtomicSetCursor(self._req, 0)
+        self._fence_slots = {}
+        self.fences = {}
+        self.props.clear()
+        return self
 
     def add(self, obj_id: int, name: str, value: int) -> "AtomicRequest":
         prop_id = self.card.prop_id(obj_id, name)
@@ -41,7 +51,10 @@ class AtomicRequest:
     def add_out_fence(self, obj_id: int, name: str) -> "AtomicRequest":
         """Ask for an out-fence (OUT_FENCE_PTR, WRITEBACK_OUT_FENCE_PTR);
         after commit() it is in self.fences[name]."""
-        slot = ffi.new("int32_t *", -1)
+        slot = self._slot_pool.get(name)
+        if slot is None:
+            slot = self._slot_pool[name] = ffi.new("int32_t *", -1)
+        slot[0] = -1
         self._fence_slots[name] = slot
         return self.add(obj_id, name, int(ffi.cast("uintptr_t", slot)))
 
@@ -53,8 +66,7 @@ class AtomicRequest:
             raise KernelCallError(err, "DRM_IOCTL_MODE_ATOMIC",
                                   "test-only commit refused" if flags & TEST_ONLY else None)
         if not flags & TEST_ONLY:
-            for name, slot in self._fence_slots.items():
-                self.fences[name] = SyncFile.from_fd(slot[0])
+            self.fences = {name: SyncFile.from_fd(slot[0]) for name, slot in self._fence_slots.items()}
         return self.fences
 
     def close(self):

@@ -49,6 +49,7 @@ class KmsOutput:
         self._saved: list[tuple[int, str, int]] | None = None
         self._mode_blob = 0
         self._modeset_done = False
+        self._req: AtomicRequest | None = None
 
     # -------------------------------------------------------------- choose
     def _pick_connector(self, name):
@@ -164,8 +165,13 @@ class KmsOutput:
         return blob[0]
 
     def request(self, fb, *, in_fence=None, writeback_fb=None) -> tuple[AtomicRequest, int]:
-        """The atomic request showing `fb`, and the flags it needs."""
-        req = AtomicRequest(self.card)
+        """The atomic request showing `fb`, and the flags it needs. One
+        request object is reused: valid until the next request()."""
+        req = self._req
+        if req is None:
+            req = self._req = AtomicRequest(self.card)
+        else:
+            req.reset()
         flags = 0
         if not self._modeset_done:
             if self._saved is None:

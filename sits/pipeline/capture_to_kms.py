@@ -8,7 +8,7 @@ lease is released when the commit that replaced it on screen has signalled
 its out-fence; a frame picked for verification is also held by a "verify"
 lease until the writeback fence signals and the pixels are compared.
 
-One poll() over the V4L2 fd, the DRM fd, fence fds, the uevent socket and a
+One epoll over the V4L2 fd, the DRM fd, fence fds, the uevent socket and a
 stop pipe (signals): no sleeps, no busy loops.
 """
 import os
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sits._kernel import lib
 from sits.drm.card import Card, card_paths
 from sits.drm.framebuffer import DumbBuffer, Framebuffer
 from sits.drm.output import KmsOutput
@@ -203,6 +204,8 @@ class CaptureToKms:
         self.cap, self.card = cap, card
         self._fmt = fmt
         self._fbs: dict[int, Framebuffer] = {}
+        # V4L2 buffers are linear: say so where the driver takes modifiers
+        self._modifier = lib.DRM_FORMAT_MOD_LINEAR if card.cap(lib.DRM_CAP_ADDFB2_MODIFIERS) else None
         self._dumbs = []
         if not self.zero_copy:
             # on screen + in flight + being written: three are always enough
@@ -229,7 +232,7 @@ class CaptureToKms:
         if fb is None:
             f = buf.format
             fb = Framebuffer.from_dmabuf(self.card, buf.dmabuf, f.width, f.height,
-                                         drm_for_v4l2(f.fourcc), f.bytesperline)
+                                         drm_for_v4l2(f.fourcc), f.bytesperline, modifier=self._modifier)
             self._fbs[buf.index] = fb
             self._closers.append(fb)
         return fb
@@ -237,11 +240,14 @@ class CaptureToKms:
     # ---------------------------------------------------------------- loop
     def _loop(self) -> Summary:
         o, s, card = self.opts, self.summary, self.card
-        self._poller = poller = select.poll()
-        poller.register(card.fileno(), select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
+        # epoll, not poll(): the fds are registered once instead of being
+        # walked and hooked into their wait queues at every wake-up (two a frame).
+        self._poller = poller = select.epoll()
+        self._closers.append(poller)
+        poller.register(card.fileno(), select.EPOLLIN)
+        poller.register(self._stop_r, select.EPOLLIN)
         if self._hotplug:
-            poller.register(self._hotplug.fileno(), select.POLLIN)
+            poller.register(self._hotplug.fileno(), select.EPOLLIN)
         self._fences: dict[int, tuple] = {}   # polled fence fd -> (SyncFile, kind, payload)
         self._stale: set[int] = set()          # fence fds closed during this poll round
         # vkms composes a writeback job after the vblank, from the newest
@@ -293,7 +299,7 @@ class CaptureToKms:
                 timeout = min(timeout, 1000)  # look for the camera at least once a second
             if not self._capturing:
                 timeout = 2000  # last flip / fences: bounded wait
-            events = poller.poll(timeout)
+            events = poller.poll(timeout / 1000)
             if not events and not self._capturing:
                 break  # a fence that never signals must not hang shutdown
             self._stale.clear()
@@ -332,13 +338,13 @@ class CaptureToKms:
     # -------------------------------------------------------------- events
     def _start_capture(self, cap) -> None:
         cap.start()
-        self._poller.register(cap.fileno(), select.POLLIN | select.POLLPRI)
+        self._poller.register(cap.fileno(), select.EPOLLIN | select.EPOLLPRI)
 
     def _on_capture(self, ev: int) -> None:
         """One DQBUF per wake-up: when more buffers are ready, poll() says so
         at once, and no DQBUF is spent on EAGAIN."""
         cap, s = self.cap, self.summary
-        if ev & (select.POLLERR | select.POLLHUP) and not ev & select.POLLIN and not os.path.exists(cap.path):
+        if ev & (select.EPOLLERR | select.EPOLLHUP) and not ev & select.EPOLLIN and not os.path.exists(cap.path):
             self._camera_lost(None)
             return
         try:
@@ -382,7 +388,7 @@ class CaptureToKms:
         goes back once that out-fence has signalled. The kernel signals it
         before it sends the flip event, so this is almost always at once,
         without a poll wake-up of its own; otherwise the fence is polled."""
-        if fence is not None and not fence.wait(0):
+        if fence is not None and fence.status() != 1:  # one ioctl, no poll
             self._watch(fence, "retire", previous)
             return
         if fence is not None:
@@ -394,7 +400,7 @@ class CaptureToKms:
             self._on_fence(kind, payload)
             return
         self._fences[fence.fileno()] = (fence, kind, payload)
-        self._poller.register(fence.fileno(), select.POLLIN)
+        self._poller.register(fence.fileno(), select.EPOLLIN)
 
     def _unwatch(self, fd):
         entry = self._fences.pop(fd)
@@ -661,8 +667,11 @@ class CaptureToKms:
             pending[1].release()
         for name in ("_pending", "_on_screen"):
             shown = getattr(self, name, None)
-            if shown is not None and shown.lease is not None:
-                shown.lease.release()
+            if shown is not None:
+                if shown.lease is not None:
+                    shown.lease.release()
+                if shown.fence is not None:
+                    shown.fence.close()  # the pending commit's out-fence, never retired
         for fence, _, _ in getattr(self, "_fences", {}).values():
             fence.close()
         cap = getattr(self, "cap", None)
