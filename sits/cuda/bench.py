@@ -132,7 +132,9 @@ def bench_fused(cp, stream, d2d_bps: float, batch: int = 32) -> list[dict]:
                     sweep[band] = _time_fixed(cp, stream, conv, sets, outs, batch)
                 finally:
                     K.AREA_BAND_ROWS = None
-        auto_band = K.area_band_rows(plan, batch) if resize == "area" else None
+        auto_band = None
+        if resize == "area":
+            auto_band = K.area_band_rows(plan, batch, conv._resident.get(max(conv._vecs)))
         ms = _time_fixed(cp, stream, conv, sets, outs, batch)
         in_bytes = batch * src.frame_bytes
         out_bytes = batch * 3 * size * size * (1 if dtype == "uint8" else 2 if dtype != "float32" else 4)

@@ -222,8 +222,17 @@ class FrameConverter:
                     kern.max_dynamic_shared_size_bytes = self._smem[v]
                 kern.num_regs  # loads the module now, outside any graph capture
                 self._kernels[v] = kern
-                self._params[v] = cp.asarray(K.pack_params(plan, None, v))
+                packed = K.pack_params(plan, None, v)
+                self._params[v] = (K.param_struct(packed), cp.asarray(packed))
             self.registers = self._kernels[self._vecs[-1]].num_regs
+            self._resident = {}  # area blocks the GPU holds at once, per kernel
+            if plan.resize == "area":
+                props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+                for v in self._vecs:
+                    self._resident[v] = K.area_resident(
+                        self._kernels[v].num_regs, self._smem[v], props["multiProcessorCount"],
+                        props.get("sharedMemPerMultiprocessor", 228 * 1024),
+                        props.get("reservedSharedMemPerBlock", 1024))
             self.stream = stream or cp.cuda.Stream(non_blocking=True)
             self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
         except Exception as exc:
@@ -305,11 +314,11 @@ class FrameConverter:
     # -- launching -----------------------------------------------------------------
     def _enqueue(self, slot: _Slot, n: int, vec: int = 1) -> None:
         cp = cupy()
-        grid, block, smem = K.launch_shape(self.plan, n, vec)
+        grid, block, smem = K.launch_shape(self.plan, n, vec, self._resident.get(vec))
         cp.cuda.runtime.memcpyAsync(slot.dev.data.ptr, slot.host.ctypes.data, (1 + 2 * n) * 8, H2D,
                                     self.stream.ptr)
         with self.stream:
-            self._kernels[vec](grid, block, (self._params[vec], slot.dev), shared_mem=smem)
+            self._kernels[vec](grid, block, (*self._params[vec], slot.dev), shared_mem=smem)
 
     def fixed(self, frames, *, out=None) -> "FixedConversion":
         """Set up the conversion of frames that stay at these addresses (see the module doc)."""
@@ -407,9 +416,9 @@ class FixedConversion:
         table = K.pointer_table(_out_pointer(out, conv.plan, n), planes, conv.plan)
         self._table = cp.asarray(table)  # uploaded once, synchronously
         cp.cuda.runtime.deviceSynchronize()
-        grid, block, smem = K.launch_shape(conv.plan, n, self.vec)
+        grid, block, smem = K.launch_shape(conv.plan, n, self.vec, conv._resident.get(self.vec))
         kernel, params = conv._kernels[self.vec], conv._params[self.vec]
-        self._launch_args = (grid, block, (params, self._table))
+        self._launch_args = (grid, block, (*params, self._table))
         self._smem = smem
         self._kernel = kernel
         self.stream.begin_capture()

@@ -25,7 +25,7 @@ PARAM_FIELDS = [
     ("content_x", 1, "i"), ("content_y", 1, "i"), ("content_w", 1, "i"), ("content_h", 1, "i"),
     ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
     ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
-    ("smem_off1", 1, "i"), ("smem_off2", 1, "i"), ("smem_row", 1, "i"),
+    ("smem_off1", 1, "i"), ("smem_row", 1, "i"),
     ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"),
     ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
 ]
@@ -63,12 +63,8 @@ class AreaWords:
         return -(-_padded(self.n0) // 4) * 4
 
     @property
-    def smem_off2(self) -> int:
-        return self.smem_off1 + -(-_padded(self.n12) // 4) * 4
-
-    @property
     def smem_row(self) -> int:
-        return self.smem_off2 + -(-_padded(self.n12) // 4) * 4
+        return self.smem_off1 + 2 * _padded(self.n12)  # components 1 and 2 as pairs
 
     @property
     def shared_bytes(self) -> int:
@@ -156,23 +152,35 @@ def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]
 
 
 def col_table(cols: np.ndarray) -> np.ndarray:
-    """A ColTable (kernels/convert.cu) as bytes: the columns' spans as four
-    arrays, i0 | n << 16, w0, w1, inv."""
+    """A ColTable (kernels/convert.cu) as bytes: one 16-byte entry per column,
+    (i0 | n << 16, w0, w1, inv)."""
     if len(cols) and (cols["i0"].min() < 0 or cols["i0"].max() >= 1 << 16 or cols["n"].max() >= 1 << 15):
         raise UsageError("area columns out of the kernel's 16-bit range")
-    i0n = (cols["i0"].astype(np.int64) | (cols["n"].astype(np.int64) << 16)).astype(np.int32)
-    return np.concatenate([i0n.view(np.uint8), cols["w0"].astype(np.float32).view(np.uint8),
-                           cols["w1"].astype(np.float32).view(np.uint8),
-                           cols["inv"].astype(np.float32).view(np.uint8)])
+    entries = np.zeros((len(cols), 4), np.uint32)
+    entries[:, 0] = (cols["i0"].astype(np.int64) | (cols["n"].astype(np.int64) << 16)).astype(np.uint32)
+    for k, name in enumerate(("w0", "w1", "inv"), start=1):
+        entries[:, k] = cols[name].astype(np.float32).view(np.uint32)
+    return entries.reshape(-1).view(np.uint8)
 
 
-def area_band_rows(plan: Plan, batch: int) -> int:
-    """Output rows per area block: enough blocks to fill the GPU several times
-    over, then longer bands (fewer per-block set-ups, loads overlapping the
-    previous row's horizontal pass)."""
+def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
+    """Output rows per area block: up to 4 (measured best on the H200 for
+    224 and 640 outputs), fewer when the launch would not fill the GPU twice
+    over with `resident` blocks at a time (area_resident; a guess without)."""
     if AREA_BAND_ROWS:
         return int(AREA_BAND_ROWS)
-    return max(1, min(8, plan.out.height * batch // 8192))
+    return max(1, min(4, plan.out.height * batch // (2 * (resident or 660))))
+
+
+def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: int,
+                  reserved_per_block: int = 1024) -> int:
+    """Area blocks (of AREA_THREADS) the GPU holds at once: registers are
+    allocated per warp in units of 256, shared memory per block plus what
+    the driver reserves."""
+    per_warp = -(-registers * 32 // 256) * 256
+    by_regs = 65536 // (per_warp * (AREA_THREADS // 32))
+    by_smem = shared_per_sm // (shared_bytes + reserved_per_block)
+    return sms * max(1, min(by_regs, by_smem, 2048 // AREA_THREADS))
 
 
 def kernel_name(plan: Plan, vec: int = 1) -> str:
@@ -234,7 +242,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "out_stride_y": strides[2], "out_stride_x": strides[3],
         "word_start0": words.word_start0, "word_count0": words.word_count0,
         "word_start1": words.word_start1, "word_count1": words.word_count1,
-        "smem_off1": words.smem_off1, "smem_off2": words.smem_off2, "smem_row": words.smem_row,
+        "smem_off1": words.smem_off1, "smem_row": words.smem_row,
         "span_offset": span_offset, "span_rows1": starts["span_rows1"],
         "cols0": col_offsets[0], "cols1": col_offsets[1],
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
@@ -256,8 +264,17 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
     return np.concatenate([out] + col_tables)
 
 
-def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, dynamic shared bytes) for one batch."""
+def param_struct(packed: np.ndarray) -> np.void:
+    """The Params block (the head of pack_params' bytes) as a structured
+    scalar, which CuPy passes by value as the kernel's first argument."""
+    words = np.dtype([("words", "<u4", (PARAM_WORDS,))])
+    return np.frombuffer(packed[:PARAM_WORDS * 4].tobytes(), dtype=words)[0]
+
+
+def launch_shape(plan: Plan, batch: int, vec: int = 1,
+                 resident: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared bytes) for one batch; `resident`: area
+    blocks the GPU holds at once (area_resident), when known."""
     if batch < 1:
         raise UsageError(f"batch size {batch} is not positive")
     if batch > 65535:
@@ -267,8 +284,8 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1) -> tuple[tuple[int, int, 
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "
                              f"resampling, over {MAX_SHARED_BYTES} B; crop narrower or use bilinear")
-        band = area_band_rows(plan, batch)
-        return (-(-plan.out.height // band), batch, 1), (AREA_THREADS, 1, 1), smem
+        blocks = -(-plan.out.height // area_band_rows(plan, batch, resident))
+        return (blocks, batch, 1), (AREA_THREADS, 1, 1), smem
     bx, by, _ = BILINEAR_BLOCK
     grid = (-(-plan.out.width // bx), -(-plan.out.height // by), batch)
     return grid, BILINEAR_BLOCK, 0

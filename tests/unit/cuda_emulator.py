@@ -45,6 +45,7 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 #define __ldg(p) (*(p))
 struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
+struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
@@ -58,7 +59,7 @@ using std::floor; using std::ceil; using std::fmin; using std::fmax;
 
 #include "convert.cu"
 
-typedef void (*kern_t)(const sits::Params*, const unsigned long long*);
+typedef void (*kern_t)(const sits::Params, const unsigned char*, const unsigned long long*);
 
 static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
                 emu_dim3 g, emu_dim3 b, int smem) {
@@ -79,7 +80,7 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
                 blockIdx = {bx, by, bz};
                 emu_barrier = &bar;
                 emu_shared = shared.data();
-                k(P, T);
+                k(*P, reinterpret_cast<const unsigned char*>(P), T);  // by value, and the tables
                 bar.arrive_and_drop();
             });
         for (auto& t : ts) t.join();

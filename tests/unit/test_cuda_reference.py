@@ -186,6 +186,27 @@ def test_launch_shape_and_table_checks():
         K.launch_shape(wide, 1)
 
 
+def test_area_launch_from_resident_blocks():
+    # Blocks an SM holds: registers in units of 256 a warp, shared memory plus
+    # the 1 KB the driver reserves a block, at most 2048 threads.
+    assert K.area_resident(48, 30 * 1024, 132, 228 * 1024) == 132 * 5
+    assert K.area_resident(49, 30 * 1024, 132, 228 * 1024) == 132 * 4
+    assert K.area_resident(32, 100 * 1024, 132, 228 * 1024) == 132 * 2
+    assert K.area_resident(16, 1024, 132, 228 * 1024) == 132 * 8
+    # Bands of 4 rows once the launch fills the GPU twice over, single rows for a small one.
+    plan = make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224), resize="area")
+    assert K.launch_shape(plan, 32, 4, 132 * 5)[0] == (56, 32, 1)
+    assert K.launch_shape(plan, 1, 4, 132 * 5)[0] == (224, 1, 1)
+
+
+def test_params_by_value_are_the_packed_head():
+    plan = make_plan(SourceFormat("NV12", 64, 32), OutputSpec(10, 7), resize="area")
+    packed = K.pack_params(plan, None, 4)
+    struct = K.param_struct(packed)
+    assert struct.dtype.itemsize == K.PARAM_WORDS * 4
+    assert struct.tobytes() == packed[:K.PARAM_WORDS * 4].tobytes()
+
+
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010", "XRGB8888"])
 def test_area_spans_are_the_oracle_weights(fmt):
     # The kernel's Span table, expanded into weight matrices, is the oracle's

@@ -2,10 +2,12 @@
 """Area kernel only: time compile-time variants of kernels/convert.cu on the
 benchmark's cases, each checked against the numpy oracle first.
 
-    PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --min-blocks 4 5 6 --json $OUT/area.json
+    PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --min-blocks 4 5 --shapes auto b2 b8 --json $OUT/area.json
 
 A variant is the kernel text with `#define NAME VALUE` lines put in front
-(here SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at).
+(here SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at);
+each is timed over launch shapes: "auto" (kernel.area_band_rows, the default
+launch), "bN" bands of N rows.
 Times are those of sits/cuda/bench.py item (a): the kernel alone, two frame
 sets replayed alternately from one graph, against "input read once + output
 written once" at the device-to-device copy bandwidth measured in this run.
@@ -48,7 +50,9 @@ def check(cp, conv, plan, frames) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--min-blocks", type=int, nargs="+", default=[5])
-    ap.add_argument("--bands", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--shapes", nargs="+", default=["auto", "b2", "b8"])
+    ap.add_argument("--cases", type=int, nargs="+", help="indices into CASES")
+    ap.add_argument("--once", action="store_true", help="one conversion per case, no timing (for ncu)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -62,9 +66,10 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     sets_of = {}
     rows = []
+    cases = [CASES[i] for i in args.cases] if args.cases else CASES
     for mb in args.min_blocks:
         use_variant({"SITS_AREA_MIN_BLOCKS": mb}, source, tmp)
-        for fmt, size, dtype, layout in CASES:
+        for fmt, size, dtype, layout in cases:
             src = SourceFormat(fmt, B.W, B.H)
             if fmt not in sets_of:
                 sets_of[fmt] = [B._random_device_frames(cp, src, args.batch, seed) for seed in (1, 2)]
@@ -72,24 +77,30 @@ def main() -> int:
             plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **B.IMAGENET), resize="area")
             conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=2)
             err = check(cp, conv, plan, sets[0])
+            if args.once:
+                conv.convert(sets[0])
+                cp.cuda.runtime.deviceSynchronize()
+                print(f"mb={mb} {fmt} {size} {dtype} {layout} err={err:.3f}", flush=True)
+                continue
             outs = [conv._allocate(args.batch) for _ in range(2)]
             in_bytes = args.batch * src.frame_bytes
             out_bytes = args.batch * 3 * size * size * 2
             roof = (in_bytes + out_bytes) / d2d * 1e3
             sweep = {}
-            for band in args.bands:
-                K.AREA_BAND_ROWS = band
+            for shape in args.shapes:
+                K.AREA_BAND_ROWS = None if shape == "auto" else int(shape[1:])
                 try:
-                    sweep[band] = B._time_fixed(cp, stream, conv, sets, outs, args.batch)
+                    sweep[shape] = B._time_fixed(cp, stream, conv, sets, outs, args.batch)
                 finally:
                     K.AREA_BAND_ROWS = None
             best = min(sweep, key=sweep.get)
-            row = dict(min_blocks=mb, format=fmt, size=size, dtype=dtype, layout=layout, regs=conv.registers,
-                       err=err, roofline_ms=roof, sweep_ms=sweep, best_band=best,
-                       best_frac=roof / sweep[best], auto_band=K.area_band_rows(plan, args.batch))
+            row = dict(min_blocks=mb, format=fmt, size=size, dtype=dtype,
+                       layout=layout, regs=conv.registers, resident=conv._resident.get(4), err=err,
+                       roofline_ms=roof, sweep_ms=sweep, best=best, best_frac=roof / sweep[best])
             rows.append(row)
-            print(f"mb={mb} {fmt} {size} {dtype} {layout} regs={conv.registers} err={err:.3f} "
-                  + " ".join(f"b{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
+            print(f"mb={mb} {fmt} {size} {dtype} {layout} regs={conv.registers} "
+                  f"res={row['resident']} err={err:.3f} "
+                  + " ".join(f"{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
             del conv, outs
     if args.json:
         Path(args.json).write_text(json.dumps(dict(d2d=d2d, rows=rows), indent=1))

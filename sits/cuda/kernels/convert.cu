@@ -7,8 +7,10 @@
 // the CPU by tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which
 // runs each thread as a host thread so the same text is checked in CI.
 //
-// Arguments: a Params block in device memory (constant per plan; the area
-// kernel's Span table follows it at span_offset) and a table
+// Arguments: the Params block by value (kernel parameters are read from the
+// constant bank, operands of the arithmetic, with no load in the loops), the
+// same block in device memory (constant per plan; the area kernel's Span and
+// column tables follow it, at offsets from its start) and a table
 // of 64-bit device pointers written before every launch (so a captured CUDA
 // graph replays on new frames): table[0] = output base, table[1 + 2n] and
 // table[2 + 2n] = plane 0 and plane 1 of frame n.
@@ -31,7 +33,7 @@ struct Params {
     int content_x, content_y, content_w, content_h;  // picture inside the canvas
     int out_stride_n, out_stride_c, out_stride_y, out_stride_x;  // elements
     int word_start0, word_count0, word_start1, word_count1;      // area: 32-bit words covering the crop
-    int smem_off1, smem_off2, smem_row; // area: where c1, c2 start in a row buffer, its floats
+    int smem_off1, smem_row;            // area: where the c1, c2 pairs start in a row buffer, its floats
     int span_offset;                    // area: bytes from this block to the Span table
     int span_rows1;                     // area: first Span of chroma rows (rows0 is at 0)
     int cols0, cols1;                   // area: bytes from this block to the column tables (ColTable)
@@ -52,6 +54,13 @@ template <> struct OutType<OUT_F16> { typedef __half T; };
 template <> struct OutType<OUT_F32> { typedef float T; };
 template <> struct OutType<OUT_BF16> { typedef unsigned short T; };  // the bfloat16 bit pattern
 
+// The bfloat16 bit pattern of v, rounded to nearest even (v is finite).
+__device__ __forceinline__ unsigned short bf16_bits(float v) {
+    unsigned int u = __float_as_uint(v);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
 template <int OUT>
 __device__ __forceinline__ void store(typename OutType<OUT>::T* dst, float v) {
     if (OUT == OUT_U8) {
@@ -59,23 +68,29 @@ __device__ __forceinline__ void store(typename OutType<OUT>::T* dst, float v) {
         *reinterpret_cast<unsigned char*>(dst) = (unsigned char)__float2int_rn(v);
     } else if (OUT == OUT_F16) {
         *reinterpret_cast<__half*>(dst) = __float2half_rn(v);
-    } else if (OUT == OUT_BF16) {  // round to nearest even (v is finite)
-        unsigned int u = __float_as_uint(v);
-        u += 0x7fffu + ((u >> 16) & 1u);
-        *reinterpret_cast<unsigned short*>(dst) = (unsigned short)(u >> 16);
+    } else if (OUT == OUT_BF16) {
+        *reinterpret_cast<unsigned short*>(dst) = bf16_bits(v);
     } else {
         *reinterpret_cast<float*>(dst) = v;
+    }
+}
+
+// Colour matrix, clamp and mean/std: the three output values of a pixel.
+__device__ __forceinline__ void pixel_values(const Params& p, float c0, float c1, float c2, float* v) {
+    #pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const float x = __saturatef(fmaf(p.m[4 * c], c0, fmaf(p.m[4 * c + 1], c1, fmaf(p.m[4 * c + 2], c2, p.m[4 * c + 3]))));
+        v[c] = x * p.norm_a[c] + p.norm_b[c];
     }
 }
 
 template <int OUT>
 __device__ __forceinline__ void write_pixel(const Params& p, typename OutType<OUT>::T* o,
                                             float c0, float c1, float c2) {
+    float v[3];
+    pixel_values(p, c0, c1, c2, v);
     #pragma unroll
-    for (int c = 0; c < 3; ++c) {
-        const float v = __saturatef(fmaf(p.m[4 * c], c0, fmaf(p.m[4 * c + 1], c1, fmaf(p.m[4 * c + 2], c2, p.m[4 * c + 3]))));
-        store<OUT>(o + (long long)c * p.out_stride_c, v * p.norm_a[c] + p.norm_b[c]);
-    }
+    for (int c = 0; c < 3; ++c) store<OUT>(o + (long long)c * p.out_stride_c, v[c]);
 }
 
 template <int OUT>
@@ -143,10 +158,9 @@ __device__ __forceinline__ float lerp4(float a, float b, float c, float d, float
 // Bilinear: one thread per output pixel; block (32, 8), grid (ceil(W/32), ceil(H/8), N).
 template <int FMT, int OUT>
 __global__ void __launch_bounds__(256)
-bilinear(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
+bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
-    const Params& p = *P;
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     const int n = blockIdx.z;
@@ -249,12 +263,12 @@ __device__ __forceinline__ void packed_add(unsigned int w, unsigned int& lo, uns
 }
 
 template <int FMT>
-__device__ __forceinline__ void packed_flush(unsigned int lo, unsigned int hi, float* a) {
+__device__ __forceinline__ void packed_values(unsigned int lo, unsigned int hi, float* a) {
     if (FMT == FMT_P010) {
-        a[0] += lane_value<0>(lo); a[1] += lane_value<1>(lo);
+        a[0] = lane_value<0>(lo); a[1] = lane_value<1>(lo); a[2] = a[3] = 0.f;
     } else {
-        a[0] += lane_value<0>(lo); a[2] += lane_value<1>(lo);
-        a[1] += lane_value<0>(hi); a[3] += lane_value<1>(hi);
+        a[0] = lane_value<0>(lo); a[2] = lane_value<1>(lo);
+        a[1] = lane_value<0>(hi); a[3] = lane_value<1>(hi);
     }
 }
 
@@ -283,62 +297,42 @@ __device__ __forceinline__ void put2(float* d, float a, float b) {
     d[0] = a; d[1] = b;
 }
 
-// Column sums of VEC words to the row buffer, by component. Word k of the
-// group is at word index rel + k; s0/s1/s2 are the component rows.
+// Column sums of VEC words to the row buffer: component 0 in s0, components 1
+// and 2 interleaved in s12 (c1, c2, c1, c2, ...: the horizontal pass reads
+// both of a column with one 8-byte load). Word k of the group is at word
+// index rel + k.
 template <int FMT, int PLANE, int VEC>
-__device__ __forceinline__ void area_store(int rel, const float (*a)[4], float* s0, float* s1, float* s2) {
+__device__ __forceinline__ void area_store(int rel, const float (*a)[4], float* s0, float* s12) {
     if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
         const int y0 = FMT == FMT_YUYV ? 0 : 1, c0 = 1 - y0;
         if (VEC == 4) {
             put4<4>(s0 + 2 * rel, a[0][y0], a[0][y0 + 2], a[1][y0], a[1][y0 + 2]);
             put4<4>(s0 + 2 * rel + 4, a[2][y0], a[2][y0 + 2], a[3][y0], a[3][y0 + 2]);
-            put4<4>(s1 + rel, a[0][c0], a[1][c0], a[2][c0], a[3][c0]);
-            put4<4>(s2 + rel, a[0][c0 + 2], a[1][c0 + 2], a[2][c0 + 2], a[3][c0 + 2]);
+            put4<4>(s12 + 2 * rel, a[0][c0], a[0][c0 + 2], a[1][c0], a[1][c0 + 2]);
+            put4<4>(s12 + 2 * rel + 4, a[2][c0], a[2][c0 + 2], a[3][c0], a[3][c0 + 2]);
         } else {
             put2<1>(s0 + 2 * rel, a[0][y0], a[0][y0 + 2]);
-            s1[rel] = a[0][c0]; s2[rel] = a[0][c0 + 2];
+            put2<1>(s12 + 2 * rel, a[0][c0], a[0][c0 + 2]);
         }
     } else if (FMT == FMT_XRGB || FMT == FMT_XBGR) {
-        float* d0 = FMT == FMT_XRGB ? s2 : s0;  // where byte 0 goes (XRGB8888 is B,G,R,X)
-        float* d2 = FMT == FMT_XRGB ? s0 : s2;
+        const int b0 = FMT == FMT_XRGB ? 2 : 0, b2 = 2 - b0;  // XRGB8888 is B,G,R,X in memory
         if (VEC == 4) {
-            put4<4>(d0 + rel, a[0][0], a[1][0], a[2][0], a[3][0]);
-            put4<4>(s1 + rel, a[0][1], a[1][1], a[2][1], a[3][1]);
-            put4<4>(d2 + rel, a[0][2], a[1][2], a[2][2], a[3][2]);
+            put4<4>(s0 + rel, a[0][b0], a[1][b0], a[2][b0], a[3][b0]);
+            put4<4>(s12 + 2 * rel, a[0][1], a[0][b2], a[1][1], a[1][b2]);
+            put4<4>(s12 + 2 * rel + 4, a[2][1], a[2][b2], a[3][1], a[3][b2]);
         } else {
-            d0[rel] = a[0][0]; s1[rel] = a[0][1]; d2[rel] = a[0][2];
+            s0[rel] = a[0][b0];
+            put2<1>(s12 + 2 * rel, a[0][1], a[0][b2]);
         }
     } else if (FMT == FMT_P010) {
-        if (PLANE == 0) {
-            if (VEC == 4) {
-                put4<4>(s0 + 2 * rel, a[0][0], a[0][1], a[1][0], a[1][1]);
-                put4<4>(s0 + 2 * rel + 4, a[2][0], a[2][1], a[3][0], a[3][1]);
-            } else {
-                put2<1>(s0 + 2 * rel, a[0][0], a[0][1]);
-            }
-        } else {
-            if (VEC == 4) {
-                put4<4>(s1 + rel, a[0][0], a[1][0], a[2][0], a[3][0]);
-                put4<4>(s2 + rel, a[0][1], a[1][1], a[2][1], a[3][1]);
-            } else {
-                s1[rel] = a[0][0]; s2[rel] = a[0][1];
-            }
+        #pragma unroll
+        for (int k = 0; k < VEC; k += 2) {  // two samples a word: Y Y, or U V
+            if (VEC == 4) put4<4>((PLANE == 0 ? s0 : s12) + 2 * (rel + k), a[k][0], a[k][1], a[k + 1][0], a[k + 1][1]);
+            else put2<1>((PLANE == 0 ? s0 : s12) + 2 * rel, a[0][0], a[0][1]);
         }
-    } else {  // NV12, NV16
-        if (PLANE == 0) {
-            #pragma unroll
-            for (int k = 0; k < VEC; ++k) put4<VEC>(s0 + 4 * (rel + k), a[k][0], a[k][1], a[k][2], a[k][3]);
-        } else {
-            if (VEC == 4) {
-                put4<4>(s1 + 2 * rel, a[0][0], a[0][2], a[1][0], a[1][2]);
-                put4<4>(s1 + 2 * rel + 4, a[2][0], a[2][2], a[3][0], a[3][2]);
-                put4<4>(s2 + 2 * rel, a[0][1], a[0][3], a[1][1], a[1][3]);
-                put4<4>(s2 + 2 * rel + 4, a[2][1], a[2][3], a[3][1], a[3][3]);
-            } else {
-                put2<1>(s1 + 2 * rel, a[0][0], a[0][2]);
-                put2<1>(s2 + 2 * rel, a[0][1], a[0][3]);
-            }
-        }
+    } else {  // NV12, NV16: four samples a word, Y Y Y Y or U V U V
+        #pragma unroll
+        for (int k = 0; k < VEC; ++k) put4<VEC>((PLANE == 0 ? s0 : s12) + 4 * (rel + k), a[k][0], a[k][1], a[k][2], a[k][3]);
     }
 }
 
@@ -351,7 +345,7 @@ __device__ __forceinline__ void area_store(int rel, const float (*a)[4], float* 
 // lane holds take a plain float loop.
 template <int FMT, int PLANE, int VEC>
 __device__ __forceinline__ void area_group(const unsigned char* base, int stride, int word, int rel,
-                                           const Span& sp, float* s0, float* s1, float* s2) {
+                                           const Span& sp, float* s0, float* s12) {
     constexpr int S = WordSamples<FMT>::n;
     const unsigned char* src = base + 4LL * word + (long long)sp.i0 * stride;
     const int n = sp.n;
@@ -382,19 +376,25 @@ __device__ __forceinline__ void area_group(const unsigned char* base, int stride
                 for (int k = 0; k < VEC; ++k) packed_add<FMT>(w[q][k], lo[k], hi[k]);
             }
         }
-        #pragma unroll 1
-        for (; r < n - 1; ++r) {
-            unsigned int w[VEC];
-            load_words<VEC>(row, w);
-            row += stride;
+        if (r < n - 1) {  // the last 1 to 3 rows, loads in flight together (a zero word adds nothing)
+            unsigned int w[3][VEC];
             #pragma unroll
-            for (int k = 0; k < VEC; ++k) packed_add<FMT>(w[k], lo[k], hi[k]);
+            for (int q = 0; q < 3; ++q) {
+                if (r + q < n - 1) {
+                    load_words<VEC>(row + (long long)q * stride, w[q]);
+                } else {
+                    #pragma unroll
+                    for (int k = 0; k < VEC; ++k) w[q][k] = 0u;
+                }
+            }
+            #pragma unroll
+            for (int q = 0; q < 3; ++q) {
+                #pragma unroll
+                for (int k = 0; k < VEC; ++k) packed_add<FMT>(w[q][k], lo[k], hi[k]);
+            }
         }
         #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
-            if (n > 2) packed_flush<FMT>(lo[k], hi[k], a[k]);
-        }
+        for (int k = 0; k < VEC; ++k) packed_values<FMT>(lo[k], hi[k], a[k]);
     } else {
         #pragma unroll
         for (int k = 0; k < VEC; ++k) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
@@ -420,25 +420,22 @@ __device__ __forceinline__ void area_group(const unsigned char* base, int stride
         #pragma unroll
         for (int j = 0; j < S; ++j) a[k][j] = fmaf(sp.w0, u[j], fmaf(sp.w1, v[j], a[k][j]));
     }
-    area_store<FMT, PLANE, VEC>(rel, a, s0, s1, s2);
+    area_store<FMT, PLANE, VEC>(rel, a, s0, s12);
 }
 
-// Horizontal half. The columns' spans are also laid out as a ColTable: four
-// arrays of content_w entries (i0 | n << 16, w0, w1, inv), so that a warp's
-// 32 consecutive columns read each field as one coalesced 128-byte load.
+// Horizontal half. The columns' spans are also laid out as a ColTable: one
+// 16-byte entry per content column (i0 | n << 16, w0, w1, inv), read with one
+// 16-byte load (a warp's 32 columns are 512 contiguous bytes).
 struct Col { int i0, n; float w0, w1, inv; };
 
-__device__ __forceinline__ Col load_col(const Params& p, int offset, int x) {
-    const unsigned char* t = reinterpret_cast<const unsigned char*>(&p) + offset;
-    const int w = p.content_w;
-    const int i0n = __ldg(reinterpret_cast<const int*>(t) + x);
-    const float* f = reinterpret_cast<const float*>(t);
+__device__ __forceinline__ Col load_col(const unsigned char* tables, int offset, int x) {
+    const uint4 e = __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
     Col c;
-    c.i0 = i0n & 0xffff;
-    c.n = i0n >> 16;
-    c.w0 = __ldg(f + w + x);
-    c.w1 = __ldg(f + 2 * w + x);
-    c.inv = __ldg(f + 3 * w + x);
+    c.i0 = (int)(e.x & 0xffffu);
+    c.n = (int)(e.x >> 16);
+    c.w0 = __uint_as_float(e.y);
+    c.w1 = __uint_as_float(e.z);
+    c.inv = __uint_as_float(e.w);
     return c;
 }
 
@@ -456,32 +453,61 @@ __device__ __forceinline__ float area_box(const float* s, const Col& c) {
     return fmaf(c.w0, q[0], fmaf(c.w1, q[n - 1], acc + acc2));
 }
 
-__device__ __forceinline__ void area_box2(const float* s, const float* t, const Col& c, float& u, float& v) {
-    const float* q = s + c.i0;
-    const float* p = t + c.i0;
+__device__ __forceinline__ void area_box2(const float* s12, const Col& c, float& u, float& v) {
+    const float2* q = reinterpret_cast<const float2*>(s12) + c.i0;
     const int n = c.n;
     float a = 0.f, b = 0.f;
     #pragma unroll 1
-    for (int i = 1; i < n - 1; ++i) { a += q[i]; b += p[i]; }
-    u = fmaf(c.w0, q[0], fmaf(c.w1, q[n - 1], a));
-    v = fmaf(c.w0, p[0], fmaf(c.w1, p[n - 1], b));
+    for (int i = 1; i < n - 1; ++i) { const float2 e = q[i]; a += e.x; b += e.y; }
+    const float2 first = q[0], last = q[n - 1];
+    u = fmaf(c.w0, first.x, fmaf(c.w1, last.x, a));
+    v = fmaf(c.w0, first.y, fmaf(c.w1, last.y, b));
+}
+
+// Horizontal pass of output pixel x of a row whose column sums are in s0 and
+// s12: its three output values (the letterbox fill outside the content).
+template <int FMT>
+__device__ __forceinline__ void area_pixel(const Params& p, const unsigned char* tables, const float* s0,
+                                           const float* s12, const Span& rows0, const Span& rows1, int x, float* v) {
+    typedef Traits<FMT> Tr;
+    const int lx = x - p.content_x;
+    if (lx < 0 || lx >= p.content_w) {
+        v[0] = p.pad[0]; v[1] = p.pad[1]; v[2] = p.pad[2];
+        return;
+    }
+    const Col c0 = load_col(tables, p.cols0, lx);
+    const float v0 = area_box(s0, c0) * (c0.inv * rows0.inv);
+    float v1, v2;
+    if (Tr::rgb) {
+        area_box2(s12, c0, v1, v2);
+        v1 *= c0.inv * rows0.inv;
+        v2 *= c0.inv * rows0.inv;
+    } else {
+        const Col c1 = load_col(tables, p.cols1, lx);
+        area_box2(s12, c1, v1, v2);
+        const float k = c1.inv * rows1.inv;
+        v1 *= k;
+        v2 *= k;
+    }
+    pixel_values(p, v0, v1, v2, v);
 }
 
 #ifndef SITS_AREA_MIN_BLOCKS
 #define SITS_AREA_MIN_BLOCKS 5
 #endif
+// One block converts a band of output rows of one frame: the rows
+// [out_h * bx / gx, out_h * (bx + 1) / gx) of frame blockIdx.y, so the host
+// may pick any band count (kernel.py: one wave of resident blocks).
 template <int FMT, int OUT, int VEC>
 __global__ void __launch_bounds__(256, SITS_AREA_MIN_BLOCKS)
-area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
+area(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
     SITS_SHARED_FLOATS(smem);
-    const Params& p = *P;
-    const Span* spans = reinterpret_cast<const Span*>(reinterpret_cast<const unsigned char*>(P) + p.span_offset);
+    const Span* spans = reinterpret_cast<const Span*>(tables + p.span_offset);
     const int n = blockIdx.y;
-    const int band = (p.out_h + gridDim.x - 1) / gridDim.x;
-    const int y_begin = blockIdx.x * band;
-    const int y_end = imin(y_begin + band, p.out_h);
+    const int y_begin = (int)((long long)p.out_h * blockIdx.x / gridDim.x);
+    const int y_end = (int)((long long)p.out_h * (blockIdx.x + 1) / gridDim.x);
     OT* out = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n;
     const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
     const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
@@ -494,42 +520,25 @@ area(const Params* __restrict__ P, const unsigned long long* __restrict__ T) {
             for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) write_pad<OUT>(p, orow + (long long)x * p.out_stride_x);
             continue;
         }
-        float* s0 = smem + (y & 1) * p.smem_row;
-        float* s1 = s0 + p.smem_off1;
-        float* s2 = s0 + p.smem_off2;
+        float* s0 = smem + (ly & 1) * p.smem_row;  // content rows alternate buffers
+        float* s12 = s0 + p.smem_off1;
         const Span rows0 = spans[ly];
         const Span rows1 = spans[Tr::planar ? p.span_rows1 + ly : ly];
         for (int g = threadIdx.x; g < groups; g += blockDim.x) {
             if (!Tr::planar || g < groups0) {
-                area_group<FMT, 0, VEC>(p0, p.stride0, p.word_start0 + g * VEC, g * VEC, rows0, s0, s1, s2);
+                area_group<FMT, 0, VEC>(p0, p.stride0, p.word_start0 + g * VEC, g * VEC, rows0, s0, s12);
             } else {
                 const int h = g - groups0;
-                area_group<FMT, 1, VEC>(p1, p.stride1, p.word_start1 + h * VEC, h * VEC, rows1, s0, s1, s2);
+                area_group<FMT, 1, VEC>(p1, p.stride1, p.word_start1 + h * VEC, h * VEC, rows1, s0, s12);
             }
         }
         __syncthreads();
         for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) {
+            float v[3];
+            area_pixel<FMT>(p, tables, s0, s12, rows0, rows1, x, v);
             OT* o = orow + (long long)x * p.out_stride_x;
-            const int lx = x - p.content_x;
-            if (lx < 0 || lx >= p.content_w) {
-                write_pad<OUT>(p, o);
-                continue;
-            }
-            const Col c0 = load_col(p, p.cols0, lx);
-            const float v0 = area_box(s0, c0) * (c0.inv * rows0.inv);
-            float v1, v2;
-            if (Tr::rgb) {
-                area_box2(s1, s2, c0, v1, v2);
-                v1 *= c0.inv * rows0.inv;
-                v2 *= c0.inv * rows0.inv;
-            } else {
-                const Col c1 = load_col(p, p.cols1, lx);
-                area_box2(s1, s2, c1, v1, v2);
-                const float k = c1.inv * rows1.inv;
-                v1 *= k;
-                v2 *= k;
-            }
-            write_pixel<OUT>(p, o, v0, v1, v2);
+            #pragma unroll
+            for (int c = 0; c < 3; ++c) store<OUT>(o + (long long)c * p.out_stride_c, v[c]);
         }
     }
 }
