@@ -171,6 +171,18 @@ def _out_pointer(out, plan: Plan, n: int) -> int:
                      f"{plan.out.layout} {shape} output (contiguous, or NCHW channels_last for NHWC plans)")
 
 
+def _as_batch(frames, max_batch: int):
+    """The frames of a batch as a sequence: a 2-D device array is one frame a
+    row; anything else is iterated. 1..max_batch frames, else a UsageError."""
+    if getattr(frames, "ndim", 1) == 2 and hasattr(frames, "__cuda_array_interface__"):
+        frames = _RowFrames(frames)
+    else:
+        frames = list(frames)
+    if not 1 <= len(frames) <= max_batch:
+        raise UsageError(f"batch of {len(frames)} frames; this converter takes 1 to {max_batch}")
+    return frames
+
+
 class _RowFrames(list):
     """A (batch, frame_bytes) device array taken as `batch` frames, one per row."""
 
@@ -327,13 +339,8 @@ class FrameConverter:
     def convert(self, frames, *, out=None, graph: bool | None = None) -> FrameBatch:
         """Convert a batch (1..max_batch frames) with one kernel launch."""
         cp = cupy()
-        if getattr(frames, "ndim", 1) == 2 and hasattr(frames, "__cuda_array_interface__"):
-            frames = _RowFrames(frames)
-        else:
-            frames = list(frames)
+        frames = _as_batch(frames, self.max_batch)
         n = len(frames)
-        if not 1 <= n <= self.max_batch:
-            raise UsageError(f"batch of {n} frames; this converter takes 1 to {self.max_batch}")
         try:
             if out is None:
                 out = self._allocate(n)
@@ -397,13 +404,8 @@ class FixedConversion:
 
     def __init__(self, conv: FrameConverter, frames, out=None):
         cp = cupy()
-        if getattr(frames, "ndim", 1) == 2 and hasattr(frames, "__cuda_array_interface__"):
-            frames = _RowFrames(frames)
-        else:
-            frames = list(frames)
+        frames = _as_batch(frames, conv.max_batch)
         n = len(frames)
-        if not 1 <= n <= conv.max_batch:
-            raise UsageError(f"batch of {n} frames; this converter takes 1 to {conv.max_batch}")
         if any(isinstance(f, np.ndarray) for f in frames):
             raise UsageError("fixed conversions read frames where they are: give HostFrames or device "
                              "arrays, not numpy frames")
