@@ -4,31 +4,42 @@ Every sub-command raises (SitsError, OSError); `main()` turns that into one
 line on stderr and an exit code: 2 for usage errors, 1 for runtime errors,
 130 for an interrupt. No traceback reaches the user unless SITS_DEBUG=1.
 """
+import functools
 import os
 import sys
 
-import typer
-
 from sits.errors import SitsError
 
-app = typer.Typer(
-    name="sits",
-    help="Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+
+@functools.cache
+def _app():
+    # typer (and the pydantic it brings) costs ~80 ms: built only when used
+    import typer
+
+    app = typer.Typer(
+        name="sits",
+        help="Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _root() -> None:
+        """Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes."""
+
+    _register(app)
+    return app
 
 
-_registered = False
+def __getattr__(name):
+    if name == "app":  # sits.cli.app.app, as before
+        return _app()
+    raise AttributeError(name)
 
 
-def _register() -> None:
+def _register(app) -> None:
     # Each sub-command lives in its own module next to this one.
-    global _registered
-    if _registered:
-        return
-    _registered = True
     from sits.cli import doctor
     app.command("doctor")(doctor.doctor)
     try:
@@ -36,7 +47,7 @@ def _register() -> None:
     except ImportError:
         pass
     else:
-        app.add_typer(probe.app, name="probe")
+        app.add_typer(probe.typer_app(), name="probe")
     try:
         from sits.cli import bench
     except ImportError:
@@ -51,23 +62,31 @@ def _register() -> None:
         app.command("capture")(capture.capture)
 
 
-def fail(message: str, code: int = 1) -> "typer.Exit":
+def fail(message: str, code: int = 1) -> "typer.Exit":  # noqa: F821
     """Print one error line (stderr) and return the Exit to raise."""
+    import typer
     print(f"sits: error: {message}", file=sys.stderr)
     return typer.Exit(code)
 
 
-@app.callback()
-def _root() -> None:
-    """Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes."""
+def _fast(argv: list[str]):
+    """`sits probe audit|top|export` with well-formed options: run without
+    typer, so that the probes attach sooner (sits.cli.probe.fast_command)."""
+    if len(argv) >= 2 and argv[0] == "probe":
+        from sits.cli import probe
+        return probe.fast_command(argv[1:])
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
+        fast = _fast(sys.argv[1:] if argv is None else argv)
+        if fast is not None:
+            fast()
+            return 0
         # standalone mode: click prints usage errors itself (exit 2) and
         # raises SystemExit with the command's code.
-        app(args=argv, prog_name="sits")
+        _app()(args=argv, prog_name="sits")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except SitsError as exc:

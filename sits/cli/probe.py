@@ -3,23 +3,23 @@
 Every command builds one ProbeSession (sits.ebpf.probes), runs one loop and
 closes the session in `finally`, so that q, Ctrl-C and SIGTERM all leave
 nothing attached. SIGTERM is turned into the same exit path as Ctrl-C.
-"""
-from __future__ import annotations
 
+The commands are plain functions (run_*); typer declares them (typer_app(),
+built on first use) for --help and errors. Nothing heavy is imported before
+the probes are attached: `audit`, `top` and `export` with well-formed
+options are parsed here (fast_command(), options checked against typer's
+by tests/unit/test_ebpf_cli_fast.py) without importing typer, which with
+pydantic costs more than attaching the probes; anything else (--help, a
+bad or unknown option) goes through typer as before.
+"""
 import contextlib
-import json
+import functools
 import os
 import signal
 import sys
 import time
-from typing import List, Optional
-
-import typer
 
 from sits.errors import UsageError
-
-app = typer.Typer(help="Kernel-level latency probes (eBPF): where a video pipeline loses time.",
-                  no_args_is_help=True)
 
 PROBES_HELP = "comma-separated groups: syscalls,ioctl,fence,v4l2,drm,avcodec"
 
@@ -86,10 +86,10 @@ def _session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, per_t
 
 # -- list -------------------------------------------------------------------------
 
-@app.command("list")
-def list_(lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+def run_list(lib=None, as_json=False):
     """Probe points available on this kernel, and why any are missing."""
+    import json
+
     from sits.ebpf.probes import find_avcodec, point_availability
     lib = lib or find_avcodec()
     items = point_availability(avcodec_lib=lib)
@@ -111,30 +111,13 @@ def list_(lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to p
 
 # -- audit ------------------------------------------------------------------------
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
-def audit(ctx: typer.Context,
-          duration: Optional[float] = typer.Option(None, "--duration", "-d", help="seconds to record "
-                                                   "(default: until COMMAND exits)"),
-          as_json: bool = typer.Option(False, "--json", help="JSON report (schema sits.probe.audit/1)"),
-          markdown: bool = typer.Option(False, "--markdown", help="markdown report"),
-          output: Optional[str] = typer.Option(None, "-o", "--output", help="write the report here"),
-          probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
-          pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
-          comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
-          cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
-          lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
-          threshold: Optional[List[str]] = typer.Option(None, "--threshold",
-                                                        help="NAME=MS p95 threshold; NAME is decode, "
-                                                             "buffer_wait or a probe point"),
-          interval: float = typer.Option(1.0, "--interval", help="seconds between histogram swaps"),
-          top_n: int = typer.Option(5, "--top", help="hot-spot list length"),
-          per_thread: bool = typer.Option(False, "--per-thread", help="one row per thread"),
-          stream: Optional[str] = typer.Option(None, "--stream", help="also write every sample to this "
-                                               "CSV file (ts_ns,pid,tid,probe,key,latency_ns)")):
+def run_audit(command=(), duration=None, as_json=False, markdown=False, output=None, probes=None,
+              pid=None, comm=None, cgroup=None, lib=None, threshold=None, interval=1.0, top_n=5,
+              per_thread=False, stream=None):
     """Record for a while (or while COMMAND runs) and report statistics, hot
-    spots, drops and probe overhead.  Usage: sits probe audit [OPTIONS] [-- COMMAND ...]"""
+    spots, drops and probe overhead."""
     from sits.ebpf.report import Aggregate, audit_report, parse_thresholds, to_markdown
-    command = list(ctx.args)
+    command = list(command)
     if as_json and markdown:
         raise UsageError("--json and --markdown exclude each other")
     if duration is None and not command:
@@ -208,6 +191,7 @@ def audit(ctx: typer.Context,
     if report is None:
         return
     if as_json:
+        import json
         text = json.dumps(report, indent=2) + "\n"
     elif markdown:
         text = to_markdown(report) + "\n"
@@ -286,24 +270,11 @@ def _cbreak(fd: int):
         termios.tcsetattr(fd, termios.TCSADRAIN, old)
 
 
-@app.command()
-def top(probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
-        pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
-        comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
-        cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
-        lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
-        interval: float = typer.Option(1.0, "--interval", help="refresh period, seconds"),
-        sort: str = typer.Option("total", "--sort", help="total|p95|p99|count|max (key s cycles)"),
-        rows: int = typer.Option(25, "--rows", help="rows shown"),
-        threshold: Optional[List[str]] = typer.Option(None, "--threshold", help="NAME=MS p95 threshold"),
-        cumulative: bool = typer.Option(False, "--cumulative", help="whole run instead of last interval")):
+def run_top(probes=None, pid=None, comm=None, cgroup=None, lib=None, interval=1.0, sort="total", rows=25,
+            threshold=None, cumulative=False):
     """Live table of the slowest probe points: q quits, s changes the sort,
     j/k (or arrows) select a row whose histogram is drawn below."""
     import select
-
-    from rich.console import Group
-    from rich.live import Live
-    from rich.text import Text
 
     from sits.ebpf.probes import POINTS
     from sits.ebpf.report import Aggregate, parse_thresholds
@@ -319,6 +290,8 @@ def top(probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP)
     stdin = sys.stdin.fileno() if sys.stdin and not sys.stdin.closed else -1
 
     def render():
+        from rich.console import Group
+        from rich.text import Text
         data = agg.rows(interval=not cumulative)
         data.sort(key=lambda r: -r[SORTS[state["sort"]]])
         state["sel"] = min(state["sel"], max(len(data) - 1, 0))
@@ -339,6 +312,7 @@ def top(probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP)
         try:
             session.start()
             stop.arm()
+            from rich.live import Live  # once the probes run: rich costs ~20 ms
             with Live(render(), auto_refresh=False, screen=False, transient=False) as live:
                 next_swap = time.monotonic() + interval
                 while True:
@@ -402,18 +376,11 @@ def _fmt_ns(ns: int) -> str:
 
 # -- export -------------------------------------------------------------------------
 
-@app.command()
-def export(listen: str = typer.Option("127.0.0.1:9435", "--listen", help="ADDR:PORT to serve /metrics on"),
-           probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
-           pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
-           comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
-           cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
-           lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
-           interval: float = typer.Option(1.0, "--interval", help="seconds between histogram swaps"),
-           duration: Optional[float] = typer.Option(None, "--duration", help="stop after S seconds")):
+def run_export(listen="127.0.0.1:9435", probes=None, pid=None, comm=None, cgroup=None, lib=None,
+               interval=1.0, duration=None):
     """Serve the latency histograms to Prometheus (classic buckets, and
     native histograms to scrapers that ask for OpenMetrics 2.0)."""
-    from sits.ebpf.export import Exporter, parse_listen
+    from sits.ebpf.export import Exporter, parse_listen  # no prometheus_client yet
     addr, port = parse_listen(listen)
     session = _session(probes, pid, comm, cgroup, lib)
     with _stop_signals() as stop:
@@ -438,3 +405,163 @@ def export(listen: str = typer.Option("127.0.0.1:9435", "--listen", help="ADDR:P
             stop.armed = False
             session.close()
 
+
+
+# -- argv without typer ---------------------------------------------------------------
+
+_FLAG, _STR, _INT, _FLOAT, _INTS, _STRS = "flag", "str", "int", "float", "ints", "strs"
+_FILTERS = {"--probes": ("probes", _STR), "--pid": ("pid", _INTS), "--comm": ("comm", _STR),
+            "--cgroup": ("cgroup", _STR), "--lib": ("lib", _STR)}
+#: option -> (run_* keyword, kind); must match typer_app() (a unit test checks)
+OPTIONS = {
+    "audit": {**_FILTERS, "--duration": ("duration", _FLOAT), "-d": ("duration", _FLOAT),
+              "--json": ("as_json", _FLAG), "--markdown": ("markdown", _FLAG),
+              "-o": ("output", _STR), "--output": ("output", _STR),
+              "--threshold": ("threshold", _STRS), "--interval": ("interval", _FLOAT),
+              "--top": ("top_n", _INT), "--per-thread": ("per_thread", _FLAG),
+              "--stream": ("stream", _STR)},
+    "top": {**_FILTERS, "--interval": ("interval", _FLOAT), "--sort": ("sort", _STR),
+            "--rows": ("rows", _INT), "--threshold": ("threshold", _STRS),
+            "--cumulative": ("cumulative", _FLAG)},
+    "export": {**_FILTERS, "--listen": ("listen", _STR), "--interval": ("interval", _FLOAT),
+               "--duration": ("duration", _FLOAT)},
+}
+_CONVERT = {_STR: str, _INT: int, _FLOAT: float, _INTS: int, _STRS: str}
+
+
+def parse_fast(name: str, argv: list[str]) -> dict | None:
+    """run_<name>'s keywords from `argv`, or None when anything is unusual
+    (help, an unknown option, a missing or malformed value, a positional
+    argument): typer then handles argv exactly as before."""
+    table = OPTIONS.get(name)
+    if table is None:
+        return None
+    kw: dict = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            if name != "audit" or i == len(argv):
+                return None
+            kw["command"] = argv[i:]
+            break
+        opt, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", None)
+        spec = table.get(opt)
+        if spec is None:
+            return None
+        dest, kind = spec
+        if kind == _FLAG:
+            if eq:
+                return None
+            kw[dest] = True
+            continue
+        if not eq:
+            if i == len(argv):
+                return None
+            value = argv[i]
+            i += 1
+            if value.startswith("-"):
+                return None  # a value or a forgotten one: click decides
+        try:
+            value = _CONVERT[kind](value)
+        except ValueError:
+            return None
+        if kind in (_INTS, _STRS):
+            kw.setdefault(dest, []).append(value)
+        else:
+            kw[dest] = value
+    return kw
+
+
+def fast_command(argv: list[str]):
+    """A callable running `sits probe ...` for a well-formed `audit`, `top`
+    or `export` command line, or None (typer handles it)."""
+    if len(argv) < 1 or argv[0] not in OPTIONS:
+        return None
+    kw = parse_fast(argv[0], argv[1:])
+    if kw is None:
+        return None
+    run = {"audit": run_audit, "top": run_top, "export": run_export}[argv[0]]
+    return functools.partial(run, **kw)
+
+
+# -- typer ----------------------------------------------------------------------------
+
+@functools.cache
+def typer_app():
+    """The `sits probe` typer app: declares the commands for --help and
+    usage errors; each calls its run_* function."""
+    from typing import List, Optional
+
+    import typer
+
+    app = typer.Typer(help="Kernel-level latency probes (eBPF): where a video pipeline loses time.",
+                      no_args_is_help=True)
+
+    @app.command("list")
+    def list_(lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
+              as_json: bool = typer.Option(False, "--json", help="machine-readable output")):
+        """Probe points available on this kernel, and why any are missing."""
+        run_list(lib, as_json)
+
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+    def audit(ctx: typer.Context,
+              duration: Optional[float] = typer.Option(None, "--duration", "-d", help="seconds to record "
+                                                       "(default: until COMMAND exits)"),
+              as_json: bool = typer.Option(False, "--json", help="JSON report (schema sits.probe.audit/1)"),
+              markdown: bool = typer.Option(False, "--markdown", help="markdown report"),
+              output: Optional[str] = typer.Option(None, "-o", "--output", help="write the report here"),
+              probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
+              pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
+              comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
+              cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
+              lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
+              threshold: Optional[List[str]] = typer.Option(None, "--threshold",
+                                                            help="NAME=MS p95 threshold; NAME is decode, "
+                                                                 "buffer_wait or a probe point"),
+              interval: float = typer.Option(1.0, "--interval", help="seconds between histogram swaps"),
+              top_n: int = typer.Option(5, "--top", help="hot-spot list length"),
+              per_thread: bool = typer.Option(False, "--per-thread", help="one row per thread"),
+              stream: Optional[str] = typer.Option(None, "--stream", help="also write every sample to this "
+                                                   "CSV file (ts_ns,pid,tid,probe,key,latency_ns)")):
+        """Record for a while (or while COMMAND runs) and report statistics, hot
+        spots, drops and probe overhead.  Usage: sits probe audit [OPTIONS] [-- COMMAND ...]"""
+        run_audit(list(ctx.args), duration, as_json, markdown, output, probes, pid, comm, cgroup, lib,
+                  threshold, interval, top_n, per_thread, stream)
+
+    @app.command()
+    def top(probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
+            pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
+            comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
+            cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
+            lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
+            interval: float = typer.Option(1.0, "--interval", help="refresh period, seconds"),
+            sort: str = typer.Option("total", "--sort", help="total|p95|p99|count|max (key s cycles)"),
+            rows: int = typer.Option(25, "--rows", help="rows shown"),
+            threshold: Optional[List[str]] = typer.Option(None, "--threshold", help="NAME=MS p95 threshold"),
+            cumulative: bool = typer.Option(False, "--cumulative", help="whole run instead of last interval")):
+        """Live table of the slowest probe points: q quits, s changes the sort,
+        j/k (or arrows) select a row whose histogram is drawn below."""
+        run_top(probes, pid, comm, cgroup, lib, interval, sort, rows, threshold, cumulative)
+
+    @app.command()
+    def export(listen: str = typer.Option("127.0.0.1:9435", "--listen", help="ADDR:PORT to serve /metrics on"),
+               probes: Optional[str] = typer.Option(None, "--probes", help=PROBES_HELP),
+               pid: Optional[List[int]] = typer.Option(None, "--pid", help="only these processes"),
+               comm: Optional[str] = typer.Option(None, "--comm", help="only processes with this name"),
+               cgroup: Optional[str] = typer.Option(None, "--cgroup", help="only this cgroup (v2 path)"),
+               lib: Optional[str] = typer.Option(None, "--lib", help="libavcodec to probe"),
+               interval: float = typer.Option(1.0, "--interval", help="seconds between histogram swaps"),
+               duration: Optional[float] = typer.Option(None, "--duration", help="stop after S seconds")):
+        """Serve the latency histograms to Prometheus (classic buckets, and
+        native histograms to scrapers that ask for OpenMetrics 2.0)."""
+        run_export(listen, probes, pid, comm, cgroup, lib, interval, duration)
+
+    return app
+
+
+def __getattr__(name):
+    if name == "app":  # sits.cli.probe.app, as before
+        return typer_app()
+    raise AttributeError(name)

@@ -191,6 +191,30 @@ def point_availability(groups=GROUPS, *, avcodec_lib: str | None = None) -> list
     return out
 
 
+def newtask_offsets() -> tuple[int, int]:
+    """Byte offsets, in a task:task_newtask trace record, of the new task's
+    pid and of the low 32 bits of its clone_flags (follow.bpf.c reads them
+    there), from the tracepoint's format file."""
+    import sys
+    base = ensure_tracefs()
+    fields = {}
+    try:
+        with open(f"{base}/events/task/task_newtask/format") as f:
+            for line in f:
+                parts = dict(p.strip().split(":", 1) for p in line.split(";") if ":" in p)
+                if "field" in parts:
+                    fields[parts["field"].split()[-1]] = (int(parts["offset"]), int(parts["size"]))
+    except (OSError, TypeError, ValueError):
+        fields = {}
+    if "pid" not in fields or "clone_flags" not in fields or fields["pid"][1] != 4:
+        raise SitsError("following a command needs the task:task_newtask tracepoint "
+                        "(is tracefs mounted?)")
+    off, size = fields["clone_flags"]
+    if sys.byteorder == "big":
+        off += size - 4
+    return fields["pid"][0], off
+
+
 def cgroup_id(path: str) -> int:
     """The cgroup v2 id (inode number) of a cgroup directory."""
     if not path.startswith("/"):
@@ -383,6 +407,9 @@ class ProbeSession:
         if "bench" in self.groups:
             mask |= 1 << 60
         cfg.probe_mask = mask
+        if name == "follow":
+            offsets = obj.section(".rodata.follow", "__u32 *")
+            offsets[0], offsets[1] = newtask_offsets()
         if first:
             ring = self.ring_bytes if self.stream else 4096
             libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("events"), ring),
