@@ -48,8 +48,9 @@ POINTS: tuple[ProbePoint, ...] = (
     ProbePoint(11, "fence_wait", "fence", "context", "dma_fence_wait start -> end", "buffer_wait"),
     ProbePoint(20, "v4l2_qbuf_done", "v4l2", "buf_type", "vb2 QBUF -> buffer done (capture/output)"),
     ProbePoint(21, "v4l2_done_dqbuf", "v4l2", "buf_type", "vb2 buffer done -> DQBUF", "buffer_wait"),
-    ProbePoint(30, "drm_vblank_deliver", "drm", "crtc", "drm vblank -> event delivered"),
-    ProbePoint(31, "drm_event_wait", "drm", "crtc", "drm vblank event queued -> delivered"),
+    ProbePoint(30, "drm_vblank_deliver", "drm", "crtc", "drm vblank -> its event delivered (page flip, WAIT_VBLANK)"),
+    ProbePoint(31, "drm_event_wait", "drm", "crtc", "drm WAIT_VBLANK event queued -> delivered"),
+    ProbePoint(32, "drm_event_read", "drm", "crtc", "drm event delivered -> read() by the client"),
     ProbePoint(40, "avcodec_send_packet", "avcodec", "ret", "avcodec_send_packet() (decode)", "decode"),
     ProbePoint(41, "avcodec_receive_frame", "avcodec", "ret", "avcodec_receive_frame() (decode)", "decode"),
     ProbePoint(42, "avcodec_send_frame", "avcodec", "ret", "avcodec_send_frame() (encode)", "decode"),
@@ -87,19 +88,27 @@ PROGRAMS: tuple[Program, ...] = (
     Program("media", "sits_vb2_buf_done", (20, 21), ("vb2", "vb2_buf_done")),
     Program("media", "sits_vb2_dqbuf", (21,), ("vb2", "vb2_dqbuf")),
     Program("media", "sits_drm_vblank", (30,), ("drm", "drm_vblank_event")),
-    Program("media", "sits_drm_event_queued", (30, 31), ("drm", "drm_vblank_event_queued")),
-    Program("media", "sits_drm_event_delivered", (30, 31), ("drm", "drm_vblank_event_delivered")),
+    Program("media", "sits_drm_event_queued", (31,), ("drm", "drm_vblank_event_queued")),
+    Program("media", "sits_drm_event_delivered", (30, 31, 32), ("drm", "drm_vblank_event_delivered")),
+    # kprobes on drm functions: the drm tracepoints stand for "drm is there"
+    Program("media", "sits_drm_atomic", (30, 32), ("drm", "drm_vblank_event_delivered")),
+    Program("media", "sits_drm_page_flip", (30, 32), ("drm", "drm_vblank_event_delivered")),
+    Program("media", "sits_drm_read_enter", (32,), ("drm", "drm_vblank_event_delivered")),
+    Program("media", "sits_drm_read_exit", (32,), ("drm", "drm_vblank_event_delivered")),
     Program("avcodec", "sits_av_enter", (40, 41, 42, 43), uprobe=True),
     Program("avcodec", "sits_av_exit", (40, 41, 42, 43), uprobe=True),
 )
-#: a point is live only when every program it is listed in is attached
+#: a point is live only when every program it is listed in is attached,
+#: but for these:
 _POINT_PROGRAMS = {p.id: [g for g in PROGRAMS if p.id in g.points] for p in POINTS}
-# the fence destroy program only cleans up; init/emit are alternatives
-_OPTIONAL = {"sits_fence_destroy", "sits_fence_init", "sits_fence_emit"}
+# fence init/emit are alternatives (one of them is needed)
+_ALTERNATIVES = {"sits_fence_init", "sits_fence_emit"}
+# the fence destroy program only cleans up
+_OPTIONAL = {"sits_fence_destroy"} | _ALTERNATIVES
 
 SHARED_MAPS = ("hist", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
                "comms")
-DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full")
+DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full", "hist_alloc_failed")
 HIST_VALUE_SIZE = 24 + 4 * SLOTS
 
 
@@ -653,7 +662,7 @@ class ProbeSession:
         for g in required:
             if g.name not in attached:
                 return self.skipped.get(g.name, "not attached")
-        optional = [g for g in progs if g.name in _OPTIONAL and g.name != "sits_fence_destroy"]
-        if optional and not any(g.name in attached for g in optional):
-            return self.skipped.get(optional[0].name, "not attached")
+        either = [g for g in progs if g.name in _ALTERNATIVES]
+        if either and not any(g.name in attached for g in either):
+            return self.skipped.get(either[0].name, "not attached")
         return None

@@ -75,7 +75,7 @@ def key_label(probe: int, key: int, pid: int, fence_names: dict[int, str] | None
         return name or f"context {key}"
     if probe in (20, 21):
         return V4L2_BUF_TYPES.get(key, f"type {key}")
-    if probe in (30, 31):
+    if probe in (30, 31, 32):
         return f"crtc {key}"
     if 40 <= probe <= 43:
         ret = key - (1 << 64) if key >= 1 << 63 else key

@@ -1,5 +1,6 @@
 """v4l2/vb2, DRM and dma_fence probes while `sits capture --to-kms` runs
 (vivid -> vkms), in the test VM whose kernel has these tracepoints."""
+import json
 import os
 import subprocess
 import sys
@@ -24,21 +25,29 @@ def _need_capture():
         pytest.skip("`sits capture --to-kms` is not available")
 
 
-def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path):
-    _need_tracepoints(("vb2", "vb2_qbuf"), ("vb2", "vb2_buf_done"), ("vb2", "vb2_dqbuf"))
+def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_path):
+    _need_tracepoints(("vb2", "vb2_qbuf"), ("vb2", "vb2_buf_done"), ("vb2", "vb2_dqbuf"),
+                      ("drm", "drm_vblank_event"), ("drm", "drm_vblank_event_delivered"))
     _need_capture()
     from sits._kernel import ioctl_number
     from sits.ebpf.probes import POINT_BY_NAME, Filters, ProbeSession
     frames = 60
     with ProbeSession(("v4l2", "drm", "fence", "ioctl"), filters=Filters(follow=True)) as s:
-        for name in ("sits_vb2_qbuf", "sits_vb2_buf_done", "sits_vb2_dqbuf"):
+        for name in ("sits_vb2_qbuf", "sits_vb2_buf_done", "sits_vb2_dqbuf", "sits_drm_vblank",
+                     "sits_drm_event_delivered", "sits_drm_atomic", "sits_drm_read_enter",
+                     "sits_drm_read_exit"):
             assert name in s.attached, s.skipped
-        pid = s.spawn([sys.executable, "-m", "sits.cli.app", "capture", "--to-kms", "--device", vivid_path,
-                       "--card", vkms_path, "--frames", str(frames), "--json"])
+        summary = tmp_path / "capture.json"
+        # sh execs the capture (same pid) with its summary sent to a file
+        pid = s.spawn(["sh", "-c", 'exec "$@" > "$0"', str(summary), sys.executable, "-m", "sits.cli.app",
+                       "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                       "--frames", str(frames), "--json"])
         status = os.waitpid(pid, 0)[1]
         rows, _ = s.collect()
         drops = s.drops()
     assert os.waitstatus_to_exitcode(status) == 0
+    shown = json.loads(summary.read_text())["frames_displayed"]
+    assert shown >= frames // 2
 
     def count(point, key=None):
         pid_ = POINT_BY_NAME[point].id
@@ -50,4 +59,13 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path):
     assert count("v4l2_done_dqbuf") >= frames - 1
     assert count("v4l2_qbuf_done") >= frames - 8
     assert count("sys_ioctl", ioctl_number("DRM_IOCTL_MODE_ATOMIC")) >= 1
-    assert drops["hist_map_full"] == 0 and drops["start_map_full"] == 0
+    # page flips (atomic commits with a flip event): every shown frame's
+    # event, attributed to the capture, timed from its own vblank (within a
+    # frame period: timed from the vblank before, it would be one period more)
+    deliver = [h for k, h in rows.items() if k.probe == POINT_BY_NAME["drm_vblank_deliver"].id]
+    assert deliver and all(k.pid == pid for k in rows if k.probe == POINT_BY_NAME["drm_vblank_deliver"].id)
+    assert shown - 2 <= count("drm_vblank_deliver") <= shown + 3
+    assert max(h.quantile(0.5) for h in deliver) < 16.6e6
+    # each flip event read() by the capture's event loop
+    assert shown - 2 <= count("drm_event_read") <= shown + 3
+    assert all(v == 0 for v in drops.values()), f"drops: {drops}"

@@ -12,6 +12,7 @@
 #include "sits_probe.h"
 
 #define EEXIST 17
+#define E2BIG 7
 
 /* The map definitions sits repeats: a hash (or LRU hash) from key to value. */
 #define SITS_HASH(map_type, nentries, key_t, value_t)	\
@@ -169,6 +170,30 @@ static __always_inline __u32 hist_slot(__u64 v)
 	return slot < SITS_HIST_SLOTS ? slot : SITS_HIST_SLOTS - 1;
 }
 
+/* Rows are allocated as they appear (BPF_F_NO_PREALLOC) from a per-CPU
+ * cache that holds one or two spare rows and is refilled from irq_work: two
+ * new rows in one interrupt (a vblank that signals a fence and delivers a
+ * flip event) find it empty. Programs whose sample ends in an interrupt call
+ * this where it starts, in process context, so that the row exists by then.
+ * A failure here loses nothing. */
+static __always_inline void ensure_row(__u32 pid, __u32 probe, __u64 key)
+{
+	__u32 zero = 0, *epoch = bpf_map_lookup_elem(&active, &zero);
+	struct sits_hist_key k = {
+		.pid = pid,
+		.probe = probe,
+		.epoch = epoch ? *epoch : 0,
+		.key = key,
+	};
+	struct sits_hist *z;
+
+	if (!cfg.hist || bpf_map_lookup_elem(&hist, &k))
+		return;
+	z = bpf_map_lookup_elem(&zero_hist, &zero);
+	if (z)
+		bpf_map_update_elem(&hist, &k, z, BPF_NOEXIST);
+}
+
 static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key, __u64 delta)
 {
 	if (cfg.stream) {
@@ -210,7 +235,11 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 			return;
 		err = bpf_map_update_elem(&hist, &k, z, BPF_NOEXIST);
 		if (err && err != -EEXIST) {
-			count_drop(SITS_DROP_HIST_FULL);
+			/* -E2BIG: every row taken. Otherwise (-ENOMEM) the map is
+			 * not full: rows are allocated as they appear
+			 * (BPF_F_NO_PREALLOC), from a small per-CPU cache that the
+			 * kernel refills asynchronously, and that can run dry. */
+			count_drop(err == -E2BIG ? SITS_DROP_HIST_FULL : SITS_DROP_HIST_ALLOC);
 			return;
 		}
 		h = bpf_map_lookup_elem(&hist, &k);

@@ -58,6 +58,7 @@ static __always_inline int fence_started(struct trace_event_raw_dma_fence *ctx, 
 		return 0;
 	remember_name(ctx);
 	bpf_map_update_elem(&fence_starts, &id, &st, flags);
+	ensure_row(st.pid, SITS_P_FENCE_SIGNAL, id.context);  /* signaled: often in an interrupt */
 	return 0;
 }
 

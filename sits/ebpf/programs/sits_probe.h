@@ -32,6 +32,7 @@ enum sits_probe_id {
 	SITS_P_V4L2_DONE_DQBUF = 21,
 	SITS_P_DRM_VBLANK_DELIVER = 30,
 	SITS_P_DRM_EVENT_WAIT = 31,
+	SITS_P_DRM_EVENT_READ = 32,
 	SITS_P_AV_SEND_PACKET = 40,
 	SITS_P_AV_RECEIVE_FRAME = 41,
 	SITS_P_AV_SEND_FRAME = 42,
@@ -45,6 +46,8 @@ enum sits_drop {
 	SITS_DROP_HIST_FULL = 1,    /* histogram map full: sample not counted */
 	SITS_DROP_START_FULL = 2,   /* no room to remember a start time */
 	SITS_DROP_NAMES_FULL = 3,   /* fence timeline names map full */
+	SITS_DROP_HIST_ALLOC = 4,   /* histogram row not allocated (not a full map):
+				     * the kernel's per-CPU element cache was empty */
 	SITS_DROP_MAX = 8
 };
 
