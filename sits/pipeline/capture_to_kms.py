@@ -68,6 +68,9 @@ class Summary:
     connector: str = ""
     verify: dict = field(default_factory=lambda: {"checked": 0, "mismatched": 0})
     latency_ms: dict = field(default_factory=dict)
+    # DQBUF returned -> atomic commit issued: the span GStreamer's latency
+    # tracer reports (v4l2src push -> kmssink), for a like-for-like comparison
+    dequeue_to_commit_ms: dict = field(default_factory=dict)
     cpu_ms_per_frame: float = 0.0
     fps: float = 0.0
     duration_s: float = 0.0
@@ -112,6 +115,7 @@ class CaptureToKms:
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop_reason = None
         self._latencies: list[float] = []
+        self._submit_ns: list[int] = []
         self._closers = []
 
     # ------------------------------------------------------------- control
@@ -470,6 +474,8 @@ class CaptureToKms:
 
     def _flip(self, fb, wb_fb, frame, lease) -> dict:
         self._tag += 1
+        if frame is not None:
+            self._submit_ns.append(time.monotonic_ns() - frame.dequeued_ns)
         fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=self._tag)
         ts = self._capture_time(frame) if frame is not None else 0
         # commits wait for the last flip, so nothing is pending here
@@ -652,6 +658,7 @@ class CaptureToKms:
         s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.latency_ms = percentiles(self._latencies)
+        s.dequeue_to_commit_ms = percentiles([ns / 1e6 for ns in self._submit_ns])
 
     # ------------------------------------------------------------- cleanup
     def _cleanup(self, quiet: bool = False) -> None:
