@@ -93,7 +93,7 @@ class _VmSession:
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
         if tr and result.boot_retry:
-            tr.write_line(f"the first VM boot failed ({result.boot_retry}); the second was used")
+            tr.write_line(f"a VM boot died before the guest started ({result.boot_retry}); booted again")
         with open(os.path.join(outdir, "vm.log"), "w") as f:
             f.write(result.output)
         self.results = {}

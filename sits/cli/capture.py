@@ -19,11 +19,11 @@ def _size(text: str | None) -> tuple[int, int] | None:
 
 
 def _status_line(s) -> str:
+    if s.disconnects > s.reconnects:
+        return f"camera lost ({s.device}); waiting for it to come back  shown {s.frames_displayed}"
     lat = s.latency_ms
     p50 = f"{lat['p50']:.1f}" if lat.get("p50") is not None else "-"
     p95 = f"{lat['p95']:.1f}" if lat.get("p95") is not None else "-"
-    if s.disconnects > s.reconnects:
-        return f"camera lost ({s.device}); waiting for it to come back  shown {s.frames_displayed}"
     return (f"{s.fps:6.1f} fps  captured {s.frames_captured}  shown {s.frames_displayed}  "
             f"dropped {s.frames_dropped}  errors {s.buffer_errors}  "
             f"capture->flip p50 {p50} ms p95 {p95} ms  cpu {s.cpu_ms_per_frame:.2f} ms/frame")

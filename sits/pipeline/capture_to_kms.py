@@ -115,7 +115,7 @@ class CaptureToKms:
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop_reason = None
         self._latencies: list[float] = []
-        self._submit_ns: list[int] = []
+        self._submit_ms: list[float] = []
         self._closers = []
 
     # ------------------------------------------------------------- control
@@ -475,7 +475,7 @@ class CaptureToKms:
     def _flip(self, fb, wb_fb, frame, lease) -> dict:
         self._tag += 1
         if frame is not None:
-            self._submit_ns.append(time.monotonic_ns() - frame.dequeued_ns)
+            self._submit_ms.append((time.monotonic_ns() - frame.dequeued_ns) / 1e6)
         fences_out = self.out.flip(fb, writeback_fb=wb_fb, user_data=self._tag)
         ts = self._capture_time(frame) if frame is not None else 0
         # commits wait for the last flip, so nothing is pending here
@@ -500,7 +500,7 @@ class CaptureToKms:
             cap.stop()
         except OSError:
             pass  # gone: STREAMOFF has nothing left to stop
-        self._add_stats(cap.stats)
+        self._stats_base.add(cap.stats)   # counts of the devices before this one
         self._lost.append((cap, self._fbs))
         self._fbs = {}
         self.cap = None
@@ -571,14 +571,6 @@ class CaptureToKms:
         self._wait_id = None
         self._last_frame = time.monotonic()
         self.summary.reconnects += 1
-
-    def _add_stats(self, stats: CaptureStats) -> None:
-        self._add_stats_to(self._stats_base, stats)
-
-    @staticmethod
-    def _add_stats_to(total: CaptureStats, stats: CaptureStats) -> None:
-        for name in stats.__dataclass_fields__:
-            setattr(total, name, getattr(total, name) + getattr(stats, name))
 
     def _capture_time(self, frame) -> int:
         """The frame's V4L2 timestamp (CLOCK_MONOTONIC). A driver whose
@@ -651,14 +643,14 @@ class CaptureToKms:
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
-        st = CaptureStats(**self._stats_base.__dict__)
+        st = CaptureStats().add(self._stats_base)
         if self.cap is not None:
-            self._add_stats_to(st, self.cap.stats)
+            st.add(self.cap.stats)
         s.buffer_errors = st.buffer_errors
         s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.latency_ms = percentiles(self._latencies)
-        s.dequeue_to_commit_ms = percentiles([ns / 1e6 for ns in self._submit_ns])
+        s.dequeue_to_commit_ms = percentiles(self._submit_ms)
 
     # ------------------------------------------------------------- cleanup
     def _cleanup(self, quiet: bool = False) -> None:

@@ -113,6 +113,12 @@ class CaptureStats:
     setup_retries: int = 0      # REQBUFS / STREAMON refused once, then retried
     stream_restarts: int = 0
 
+    def add(self, other: "CaptureStats") -> "CaptureStats":
+        """Add another device's counts (a camera reopened after a disconnect)."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
 
 class CaptureDevice(VideoDevice):
     """Configure, allocate, stream. Use as a context manager: close() stops

@@ -26,23 +26,30 @@ def _reload_vivid():
         time.sleep(0.1)
 
 
+def _disconnect_ctrl(path):
+    with VideoDevice.open(path) as dev:
+        return [c for c in raw.controls(dev.fileno()) if c.name == "Disconnect"][0].id
+
+
+def _pull_cable(path, ctrl):
+    fd = os.open(path, os.O_RDWR)  # from another fd, as a cable pull comes from outside
+    try:
+        raw.s_ctrl(fd, ctrl, 1)
+    finally:
+        os.close(fd)
+
+
 def test_disconnect_stops_cleanly(vivid_path, vkms_path):
     from tests.vm.conftest import fd_count
     import gc
     gc.collect()
     fds = fd_count()
-    with VideoDevice.open(vivid_path) as dev:
-        disconnect = [c for c in raw.controls(dev.fileno()) if c.name == "Disconnect"][0].id
+    disconnect = _disconnect_ctrl(vivid_path)
     fired = []
 
     def status(s):
         if not fired and s.frames_displayed >= 2:
-            # from another fd, as a cable pull would come from outside
-            fd = os.open(vivid_path, os.O_RDWR)
-            try:
-                raw.s_ctrl(fd, disconnect, 1)
-            finally:
-                os.close(fd)
+            _pull_cable(vivid_path, disconnect)
             fired.append(True)
 
     try:
@@ -56,19 +63,6 @@ def test_disconnect_stops_cleanly(vivid_path, vkms_path):
     finally:
         _reload_vivid()
     assert os.path.exists("/dev/video0")
-
-
-def _disconnect_ctrl(path):
-    with VideoDevice.open(path) as dev:
-        return [c for c in raw.controls(dev.fileno()) if c.name == "Disconnect"][0].id
-
-
-def _pull_cable(path, ctrl):
-    fd = os.open(path, os.O_RDWR)  # from another fd, as a cable pull comes from outside
-    try:
-        raw.s_ctrl(fd, ctrl, 1)
-    finally:
-        os.close(fd)
 
 
 def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_leaks):

@@ -40,6 +40,7 @@ EXIT_VM = 125  # setup missing, VM did not boot, guest setup failed, VM died
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_BOOT_TIMEOUT = 180.0  # ~16 s under TCG on 2 cores; slack for a busy CI
 BOOT_RETRIES = 2  # boots that die before the guest starts (a TCG race, see README)
+DIED_BEFORE_BOOT = "VM exited before booting"  # Result.error of such a boot
 CONSOLE_TAIL = 20
 
 # Modules that udev would load for QEMU's q35 devices (SATA CD-ROM, watchdog,
@@ -194,7 +195,7 @@ def run_in_vm(
         result = _supervise(vng_argv, host_env, start, timeout, boot_timeout, echo)
         for _ in range(BOOT_RETRIES):
             if not (result.returncode == EXIT_VM and result.error
-                    and result.error.startswith("VM exited before booting")):
+                    and result.error.startswith(DIED_BEFORE_BOOT)):
                 break
             # A kernel that died while booting ran none of the command: one
             # more boot, reported. (An early `Oops: int3` in a function being
@@ -294,7 +295,7 @@ def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
         result.returncode, result.error = EXIT_VM, f"guest {state['failed']}"
     elif state["up"] is None:
         result.returncode = EXIT_VM
-        result.error = f"VM exited before booting (vng exit {proc.returncode})"
+        result.error = f"{DIED_BEFORE_BOOT} (vng exit {proc.returncode})"
     elif state["run"] is None:
         result.returncode, result.error = EXIT_VM, "VM stopped before running the command"
     elif state["exit"] is None:
