@@ -230,8 +230,11 @@ class FrameConverter:
             self._kernels, self._params = {}, {}
             for v in self._vecs:
                 kern = mod.get_function(K.kernel_name(plan, v))
-                if self._smem[v] > 48 * 1024:
-                    kern.max_dynamic_shared_size_bytes = self._smem[v]
+                most = self._smem[v]
+                if K.area_integer(plan, v):  # its shared memory grows with the band's rows
+                    most = 4 * K.area_words(plan, v).int_row * K.area_int_max_rows(plan) + 16
+                if most > 48 * 1024:
+                    kern.max_dynamic_shared_size_bytes = most
                 kern.num_regs  # loads the module now, outside any graph capture
                 self._kernels[v] = kern
                 packed = K.pack_params(plan, None, v)

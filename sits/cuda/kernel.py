@@ -6,6 +6,7 @@ emulation test, so that both run the kernel with the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -39,9 +40,17 @@ MAX_SHARED_BYTES = 200 * 1024
 INT32_MAX = 2 ** 31 - 1
 # Output rows per area block; None: chosen from the launch size (area_band_rows).
 AREA_BAND_ROWS: int | None = None
-# `struct Span` in kernels/convert.cu: one row or column of an area resampling.
+# Whether 16-byte area launches of 8-bit YUV take the integer kernel when
+# its weights are exact (area_integer); False keeps the float kernel.
+AREA_INTEGER = True
+# Formats area_int handles: 8-bit YUV, read as 16-byte groups.
+AREA_INTEGER_FORMATS = ("YUYV", "UYVY", "NV12", "NV16")
+# area_int keeps a row buffer for each row of its band: at most this many.
+AREA_INT_MAX_ROWS = 8
+# `struct Span` in kernels/convert.cu: one row or column of an area resampling
+# (W, q, scale: the integer kernel's exact weights, area_integer).
 SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4"), ("inv", "<f4"),
-                       ("unused", "<f4", 3)])
+                       ("W", "<u4"), ("q", "<i4"), ("scale", "<f4")])
 
 
 def _padded(n: int) -> int:
@@ -69,6 +78,17 @@ class AreaWords:
     @property
     def shared_bytes(self) -> int:
         return 2 * 4 * self.smem_row  # two row buffers
+
+    @property
+    def int_off1(self) -> int:
+        """area_int: 32-bit words of a row buffer before the (U, V) pairs (the
+        luma samples, 16 bits each), a multiple of 4."""
+        return -(-self.n0 // 8) * 4
+
+    @property
+    def int_row(self) -> int:
+        """area_int: 32-bit words of one row buffer."""
+        return self.int_off1 + _padded(self.n12)
 
     def bases(self, plan: Plan) -> tuple[int, int]:
         """Source column (component 0) and chroma column (1, 2) of the first sum in shared memory."""
@@ -124,11 +144,103 @@ def _span(b0: float, b1: float, end: int, base: int) -> tuple:
     n = i1 - i0
     w0 = min(i0 + 1, b1) - b0
     w1 = min(i1, b1) - max(i1 - 1, b0) if n > 1 else 0.0
-    return (i0 - base, n, w0, w1, 1.0 / (b1 - b0), (0, 0, 0))
+    return (i0 - base, n, w0, w1, 1.0 / (b1 - b0), 0, 0, 0.0)
 
 
-def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]]:
-    """The Span table (rows0, rows1, cols0, cols1) and where each part starts."""
+def _exact_spans(start: int, length: int, count: int, sub: int, end: int, base: int) -> list[tuple] | None:
+    """Spans of `count` footprints tiling [start, start + length) / sub, in
+    integers: every boundary is (start * count + k * length) / (count * sub),
+    so with D = count * sub each overlap is an integer number of 1/D. The
+    weights are reduced by their common divisor g: W = overlap * D / g out of
+    q = D / g a sample; scale = 1 / (footprint * q). None when the integer
+    kernel's fields cannot hold them."""
+    d = count * sub
+    raw = []
+    for k in range(count):
+        n0, n1 = start * count + k * length, start * count + (k + 1) * length  # in 1/D
+        i0 = n0 // d
+        i1 = min(-(-n1 // d), end)
+        n = i1 - i0
+        w0 = min((i0 + 1) * d, n1) - n0
+        w1 = min(i1 * d, n1) - max((i1 - 1) * d, n0) if n > 1 else 0
+        raw.append((i0, n, w0, w1))
+    g = d
+    for _, _, w0, w1 in raw:
+        g = math.gcd(g, w0, w1)
+    q = d // g
+    if q >= 1 << 16 or length // g >= 1 << 16:
+        return None
+    scale = float(np.float32(g / length))
+    return [(i0 - base, n, w0 / d, w1 / d, d / length, (w0 // g) | ((w1 // g) << 16), q,
+             scale) for i0, n, w0, w1 in raw]
+
+
+def area_integer(plan: Plan, vec: int = 4) -> bool:
+    """Whether the area launch with `vec`-word groups takes the integer
+    kernel (area_int): 8-bit YUV, 16-byte groups, and exact weights whose
+    sums fit its lanes (255 * the weights of a footprint row < 2^16; 65535
+    * those of a column < 2^32)."""
+    if not AREA_INTEGER or vec != 4 or plan.resize != "area" or plan.info.name not in AREA_INTEGER_FORMATS:
+        return False
+    if 4 * area_words(plan, 4).int_row > MAX_SHARED_BYTES:
+        return False  # the float kernel refuses it with the reason
+    return _integer_spans(plan) is not None
+
+
+def area_int_short(plan: Plan) -> bool:
+    """Whether area_int takes its SHORT path: footprints of at most 3 rows
+    (both planes), 3 luma columns and 2 chroma columns, and a chroma pair's
+    weighted sum fits each 16-bit lane (255 * the row weights * the column
+    weights < 2^16), so U and V share one 32-bit multiply-add."""
+    rows0, rows1, cols0, cols1 = _integer_spans(plan)
+    rows_c = rows1 or rows0
+    if max(s[1] for s in rows0 + rows_c) > 3 or max(s[1] for s in cols0) > 3 or max(s[1] for s in cols1) > 2:
+        return False
+    return 255 * max(_weight_sum(s) for s in rows_c) * max(_weight_sum(s) for s in cols1) < 1 << 16
+
+
+def _weight_sum(span: tuple) -> int:
+    n, packed, q = span[1], span[5], span[6]
+    return (packed & 0xffff) + (packed >> 16) + q * max(n - 2, 0)
+
+
+def _integer_spans(plan: Plan) -> tuple[list, list, list, list] | None:
+    """Exact spans (rows0, rows1, cols0, cols1) when area_int can use them, else None."""
+    info = plan.info
+    return _integer_spans_of(plan.crop, plan.content, info.planes, info.sub_y, area_words(plan, 4).bases(plan))
+
+
+@functools.lru_cache(maxsize=64)
+def _integer_spans_of(crop, content, planes, sub_y, bases) -> tuple[list, list, list, list] | None:
+    cx, cy, cw, ch = crop
+    _, _, ow, oh = content
+    base0, base1 = bases
+    rows0 = _exact_spans(cy, ch, oh, 1, cy + ch, 0)
+    rows1 = []
+    if planes == 2:
+        rows1 = _exact_spans(cy, ch, oh, sub_y, (cy + ch + sub_y - 1) // sub_y, 0)
+    cols0 = _exact_spans(cx, cw, ow, 1, cx + cw, base0)
+    cols1 = _exact_spans(cx, cw, ow, 2, (cx + cw + 1) // 2, base1)
+    if rows0 is None or rows1 is None or cols0 is None or cols1 is None:
+        return None
+    for rows in (rows0, rows1):
+        if rows and 255 * max(_weight_sum(s) for s in rows) >= 1 << 16:
+            return None
+    for cols in (cols0, cols1):
+        if 65535 * max(_weight_sum(s) for s in cols) >= 1 << 32 or max(s[0] for s in cols) >= 1 << 16:
+            return None
+    return rows0, rows1, cols0, cols1
+
+
+def area_spans(plan: Plan, words: AreaWords, integer: bool = False) -> tuple[np.ndarray, dict[str, int]]:
+    """The Span table (rows0, rows1, cols0, cols1) and where each part starts;
+    `integer`: the exact spans of the integer kernel (area_integer)."""
+    if integer:
+        rows0, rows1, cols0, cols1 = _integer_spans(plan)
+        table = np.array(rows0 + rows1 + cols0 + cols1, dtype=SPAN_DTYPE)
+        start = {"span_rows1": len(rows0) if rows1 else 0, "span_cols0": len(rows0) + len(rows1)}
+        start["span_cols1"] = start["span_cols0"] + len(cols0)
+        return table, start
     cx, cy, cw, ch = plan.crop
     _, _, ow, oh = plan.content
     sx, sy = cw / ow, ch / oh
@@ -151,15 +263,20 @@ def area_spans(plan: Plan, words: AreaWords) -> tuple[np.ndarray, dict[str, int]
     return table, start
 
 
-def col_table(cols: np.ndarray) -> np.ndarray:
+def col_table(cols: np.ndarray, integer: bool = False) -> np.ndarray:
     """A ColTable (kernels/convert.cu) as bytes: one 16-byte entry per column,
-    (i0 | n << 16, w0, w1, inv)."""
+    (i0 | n << 16, w0, w1, inv); `integer`: (i0 | n << 16, W, q, scale)."""
     if len(cols) and (cols["i0"].min() < 0 or cols["i0"].max() >= 1 << 16 or cols["n"].max() >= 1 << 15):
         raise UsageError("area columns out of the kernel's 16-bit range")
     entries = np.zeros((len(cols), 4), np.uint32)
     entries[:, 0] = (cols["i0"].astype(np.int64) | (cols["n"].astype(np.int64) << 16)).astype(np.uint32)
-    for k, name in enumerate(("w0", "w1", "inv"), start=1):
-        entries[:, k] = cols[name].astype(np.float32).view(np.uint32)
+    if integer:
+        entries[:, 1] = cols["W"]
+        entries[:, 2] = cols["q"].astype(np.uint32)
+        entries[:, 3] = cols["scale"].astype(np.float32).view(np.uint32)
+    else:
+        for k, name in enumerate(("w0", "w1", "inv"), start=1):
+            entries[:, k] = cols[name].astype(np.float32).view(np.uint32)
     return entries.reshape(-1).view(np.uint8)
 
 
@@ -170,6 +287,11 @@ def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
     if AREA_BAND_ROWS:
         return int(AREA_BAND_ROWS)
     return max(1, min(4, plan.out.height * batch // (2 * (resident or 660))))
+
+
+def area_int_max_rows(plan: Plan) -> int:
+    """Rows of an area_int band: its row buffers fit MAX_SHARED_BYTES."""
+    return max(1, min(AREA_INT_MAX_ROWS, MAX_SHARED_BYTES // (4 * area_words(plan, 4).int_row)))
 
 
 def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: int,
@@ -184,6 +306,8 @@ def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: in
 
 
 def kernel_name(plan: Plan, vec: int = 1) -> str:
+    if area_integer(plan, vec):
+        return f"sits::area_int<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {int(area_int_short(plan))}>"
     if plan.resize == "area":
         return f"sits::area<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {vec}>"
     return f"sits::bilinear<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
@@ -192,7 +316,8 @@ def kernel_name(plan: Plan, vec: int = 1) -> str:
 def all_kernel_names() -> list[str]:
     outs = range(len(OUT_CODES))
     names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
-    return names + [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
+    names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
+    return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in range(4) for out in outs for short in (0, 1)]
 
 
 def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
@@ -211,9 +336,10 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         raise UsageError(f"output strides {strides} do not fit the kernel's 32-bit strides")
     head = PARAM_WORDS * 4
     span_offset = -(-head // 16) * 16
+    integer = area_integer(plan, vec)
     if plan.resize == "area":
         words = area_words(plan, vec)
-        spans, starts = area_spans(plan, words)
+        spans, starts = area_spans(plan, words, integer)
     else:
         words = AreaWords(0, 0, 0, 0, 0, 0)
         spans, starts = np.zeros(0, SPAN_DTYPE), {"span_rows1": 0, "span_cols0": 0, "span_cols1": 0}
@@ -226,7 +352,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
                 col_offsets[k] = col_offsets[0]
                 continue
             col_offsets[k] = at
-            table = col_table(spans[first:first + n_cols])
+            table = col_table(spans[first:first + n_cols], integer)
             col_tables.append(table)
             at += table.nbytes
     pad = plan.pad_out
@@ -242,7 +368,8 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "out_stride_y": strides[2], "out_stride_x": strides[3],
         "word_start0": words.word_start0, "word_count0": words.word_count0,
         "word_start1": words.word_start1, "word_count1": words.word_count1,
-        "smem_off1": words.smem_off1, "smem_row": words.smem_row,
+        "smem_off1": words.int_off1 if integer else words.smem_off1,
+        "smem_row": words.int_row if integer else words.smem_row,
         "span_offset": span_offset, "span_rows1": starts["span_rows1"],
         "cols0": col_offsets[0], "cols1": col_offsets[1],
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
@@ -280,11 +407,18 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1,
     if batch > 65535:
         raise UsageError(f"batch size {batch} is over the kernel's limit of 65535")
     if plan.resize == "area":
-        smem = area_words(plan, vec).shared_bytes
+        words = area_words(plan, vec)
+        band = area_band_rows(plan, batch, resident)
+        if area_integer(plan, vec):  # a row buffer for each row of the band
+            band = max(1, min(band, area_int_max_rows(plan)))
+            blocks = -(-plan.out.height // band)
+            rows = -(-plan.out.height // blocks)  # and 16 bytes that taps past the last footprint read
+            return (blocks, batch, 1), (AREA_THREADS, 1, 1), 4 * words.int_row * rows + 16
+        smem = words.shared_bytes
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "
                              f"resampling, over {MAX_SHARED_BYTES} B; crop narrower or use bilinear")
-        blocks = -(-plan.out.height // area_band_rows(plan, batch, resident))
+        blocks = -(-plan.out.height // band)
         return (blocks, batch, 1), (AREA_THREADS, 1, 1), smem
     bx, by, _ = BILINEAR_BLOCK
     grid = (-(-plan.out.width // bx), -(-plan.out.height // by), batch)

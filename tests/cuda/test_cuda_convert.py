@@ -12,6 +12,7 @@ from sits.errors import UsageError
 
 pytestmark = pytest.mark.cuda
 
+IMAGENET_NORM = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4}
 
 
@@ -295,3 +296,35 @@ def test_fixed_conversion_replays_new_bytes(cp, resize):
         conv.fixed(random_frames(src, 1, 0))
     conv.registry.unregister(host)
     host.close()
+
+
+# (output size, plan options, SHORT path) for 962x542 frames: odd sizes,
+# offset crops, letterbox bands both ways; 3x1.8 footprints (SHORT), 9x9 (loops).
+INTEGER_SHAPES = [((315, 295), dict(crop=(2, 4, 945, 531)), True),
+                  ((315, 401), dict(crop=(2, 4, 945, 531), letterbox=True), True),
+                  ((105, 59), dict(crop=(6, 2, 945, 531)), False),
+                  ((411, 59), dict(crop=(6, 2, 945, 531), letterbox=True), False)]
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+@pytest.mark.parametrize("size, options, short", INTEGER_SHAPES)
+@pytest.mark.parametrize("fmt", ["YUYV", "UYVY", "NV12", "NV16"])
+def test_area_integer_kernel_on_the_gpu(cp, fmt, size, options, short, batch):
+    # The integer area kernel (exact weights) on padded 16-byte aligned rows,
+    # against the oracle; the all-255 frame fills its lanes the most.
+    from sits.cuda import kernel as K
+    w, h = 962, 542
+    stride = (w * BPP[fmt] + 15) // 16 * 16 + 32
+    src = SourceFormat(fmt, w, h, bytesperline=stride, **({"uv_offset": stride * h + 64} if BPP[fmt] == 1 else {}))
+    dtype = "bfloat16" if batch == 1 and short else "float16"
+    plan = make_plan(src, OutputSpec(*size, dtype=dtype, layout="NHWC" if dtype == "bfloat16" else "NCHW",
+                                     **IMAGENET_NORM), resize="area", pad_rgb=(0.2, 0.4, 0.6), **options)
+    assert K.area_integer(plan, 4) and K.area_int_short(plan) == short
+    frames = random_frames(src, batch, seed=hash((fmt, size, batch)) % 2**32)
+    frames[0][:] = 255
+    from sits.cuda.convert import FrameConverter
+    conv = FrameConverter(plan, max_batch=batch, slots=1)
+    out = conv.convert([cp.asarray(f) for f in frames]).tensor
+    assert conv.last_vec == 4
+    got = out.float().cpu().numpy() if dtype == "bfloat16" else cp.asnumpy(out)
+    assert R.max_error(got, R.convert_batch(frames, plan), dtype) <= 1.0

@@ -45,6 +45,7 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 #define __ldg(p) (*(p))
 struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
@@ -93,11 +94,15 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 #define A2(F, O, V) case (F * 4 + O): k = &sits::area<F, O, V>; break;
 #define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V) A2(F, 3, V)
 #define AALL(V) AF(0, V) AF(1, V) AF(2, V) AF(3, V) AF(4, V) AF(5, V) AF(6, V)
+#define I2(F, O, S) case (F * 4 + O): k = &sits::area_int<F, O, S>; break;
+#define IF(F, S) I2(F, 0, S) I2(F, 1, S) I2(F, 2, S) I2(F, 3, S)
 
 extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
                           unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
     kern_t k = nullptr;
-    if (area == 4) { switch (fmt * 4 + out) { AALL(4) default: return -1; } }
+    if (area == 5) { switch (fmt * 4 + out) { IF(0, 0) IF(1, 0) IF(2, 0) IF(3, 0) default: return -1; } }
+    else if (area == 6) { switch (fmt * 4 + out) { IF(0, 1) IF(1, 1) IF(2, 1) IF(3, 1) default: return -1; } }
+    else if (area == 4) { switch (fmt * 4 + out) { AALL(4) default: return -1; } }
     else if (area) { switch (fmt * 4 + out) { AALL(1) default: return -1; } }
     else { switch (fmt * 4 + out) { KALL(bilinear) default: return -1; } }
     run(k, (const sits::Params*)P, (const unsigned long long*)T, {gx, gy, gz}, {bx, by, bz}, smem);
@@ -155,7 +160,9 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
     planes = [K.frame_planes(b.ctypes.data, plan) for b in bufs]
     table = K.pointer_table(out.ctypes.data, planes, plan)
     grid, block, smem = K.launch_shape(plan, batch, vec)
-    area = (4 if vec == 4 else 1) if plan.resize == "area" else 0
+    area = 0
+    if plan.resize == "area":
+        area = (6 if K.area_int_short(plan) else 5) if K.area_integer(plan, vec) else 4 if vec == 4 else 1
     rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], area,
                         params.ctypes.data, table.ctypes.data, *grid, *block, smem)
     if rc != 0:

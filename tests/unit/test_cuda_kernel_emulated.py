@@ -129,3 +129,79 @@ def test_area_tall_footprints(fmt, height):
     plan = make_plan(src, OutputSpec(3, 1, dtype="float32"), resize="area")
     batch = [np.full(src.frame_bytes, 255, np.uint8), frames(src, 1, seed=8)[0]]
     assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0
+
+
+def integer_source(fmt, w=98, h=56):
+    """16-byte aligned, padded rows (and chroma plane): the area_int kernel's input."""
+    src = padded_source(fmt, w, h, pad=16, align=16)
+    if src.info.planes == 2:
+        src = SourceFormat(fmt, w, h, bytesperline=src.stride(0), uv_offset=src.stride(0) * h + 32)
+    return src
+
+
+# (output size, plan options, SHORT path): odd sizes, offset crops, letterbox
+# bands both ways; footprints of 3x3 samples (SHORT) and of 9x17 (loops).
+INTEGER_SHAPES = [((30, 29), dict(crop=(2, 4, 90, 51)), True),
+                  ((30, 41), dict(crop=(2, 4, 90, 51), letterbox=True), True),
+                  ((10, 3), dict(crop=(6, 2, 90, 51)), False),
+                  ((31, 3), dict(crop=(6, 2, 90, 51), letterbox=True), False)]
+
+
+@pytest.mark.parametrize("band", [None, 3])
+@pytest.mark.parametrize("size, options, short", INTEGER_SHAPES)
+@pytest.mark.parametrize("fmt", ["YUYV", "UYVY", "NV12", "NV16"])
+def test_area_integer_kernel(fmt, size, options, short, band, monkeypatch):
+    # Exact integer weights (area_int), against the oracle's float64 box filter.
+    from sits.cuda import kernel as K
+    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    src = integer_source(fmt)
+    dtype, layout = [("float16", "NCHW"), ("float32", "NHWC"), ("uint8", "NCHW"), ("bfloat16", "NHWC")][
+        hash((fmt, size)) % 4]
+    plan = make_plan(src, OutputSpec(*size, layout=layout, dtype=dtype), resize="area", pad_rgb=(0.2, 0.4, 0.6),
+                     **options)
+    assert K.area_integer(plan, 4) and K.area_int_short(plan) == short
+    assert K.kernel_name(plan, 4) == f"sits::area_int<{src.info.code}, {K.OUT_CODES[dtype]}, {int(short)}>"
+    batch = frames(src, 2, seed=hash((fmt, size, band)) % 2**32)
+    batch[0][:] = 255  # every lane at its largest sum
+    got = E.run(plan, batch, vec=4)
+    assert R.max_error(got, R.convert_batch(batch, plan), dtype) <= 1.0
+
+
+def test_area_integer_choice():
+    # Exact weights whose sums fit: the integer kernel; otherwise, and for the
+    # 4-byte kernel, P010 and RGB, the float kernel.
+    from sits.cuda import kernel as K
+    src = SourceFormat("YUYV", 1920, 1080)
+    for size, short in ((224, False), (640, True)):
+        plan = make_plan(src, OutputSpec(size, size), resize="area")
+        assert K.area_integer(plan, 4) and K.area_int_short(plan) == short
+        assert not K.area_integer(plan, 1)
+    # 1080 rows into 223: q = 223, a footprint row weighs 1080 > 65535 / 255.
+    assert not K.area_integer(make_plan(src, OutputSpec(224, 223), resize="area"), 4)
+    assert not K.area_integer(make_plan(src, OutputSpec(224, 224), resize="bilinear"), 4)
+    for fmt in ("P010", "XRGB8888"):
+        assert not K.area_integer(make_plan(SourceFormat(fmt, 1920, 1080), OutputSpec(224, 224), resize="area"), 4)
+
+
+@pytest.mark.parametrize("rows", [257, 258])
+def test_area_integer_lane_limit(rows, monkeypatch):
+    # 257 rows into one: 255 * 257 = 65535 fills a 16-bit lane exactly (the
+    # integer kernel); one more row would overflow it (the float kernel).
+    from sits.cuda import kernel as K
+    src = SourceFormat("NV16", 32, rows)
+    plan = make_plan(src, OutputSpec(5, 1, dtype="float32"), resize="area")
+    assert K.area_integer(plan, 4) == (rows == 257)
+    batch = [np.full(src.frame_bytes, 255, np.uint8), frames(src, 1, seed=rows)[0]]
+    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0
+
+
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
+def test_area_float_kernel_with_16_byte_loads(fmt, monkeypatch):
+    # kernel.AREA_INTEGER = False keeps the float kernel for plans the integer one takes.
+    from sits.cuda import kernel as K
+    monkeypatch.setattr(K, "AREA_INTEGER", False)
+    src = integer_source(fmt)
+    plan = make_plan(src, OutputSpec(30, 29, dtype="float32"), resize="area", crop=(2, 4, 90, 51))
+    assert K.kernel_name(plan, 4) == f"sits::area<{src.info.code}, 2, 4>"
+    batch = frames(src, 2, seed=5)
+    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0

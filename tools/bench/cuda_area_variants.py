@@ -2,12 +2,15 @@
 """Area kernel only: time compile-time variants of kernels/convert.cu on the
 benchmark's cases, each checked against the numpy oracle first.
 
-    PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --min-blocks 4 5 --shapes auto b2 b8 --json $OUT/area.json
+    PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --defines SITS_AREA_MIN_BLOCKS=4 SITS_AREA_MIN_BLOCKS=5 \
+        --integer 0 1 --shapes auto b2 b8 --json $OUT/area.json
 
 A variant is the kernel text with `#define NAME VALUE` lines put in front
-(here SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at);
-each is timed over launch shapes: "auto" (kernel.area_band_rows, the default
-launch), "bN" bands of N rows.
+(one --defines item, NAME=VALUE pairs joined by commas; e.g.
+SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at),
+with the integer kernel on or off (kernel.AREA_INTEGER); each is timed over
+launch shapes: "auto" (kernel.area_band_rows, the default launch), "bN"
+bands of N rows.
 Times are those of sits/cuda/bench.py item (a): the kernel alone, two frame
 sets replayed alternately from one graph, against "input read once + output
 written once" at the device-to-device copy bandwidth measured in this run.
@@ -31,7 +34,7 @@ CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("
          ("YUYV", 640, "float16", "NCHW"), ("NV12", 640, "float16", "NCHW")]
 
 
-def use_variant(defines: dict[str, int], source: str, tmp: Path) -> None:
+def use_variant(defines: dict[str, str], source: str, tmp: Path) -> None:
     path = tmp / ("v_" + "_".join(f"{k}{v}" for k, v in defines.items()) + ".cu")
     path.write_text("".join(f"#define {k} {v}\n" for k, v in defines.items()) + source)
     K.KERNEL_SOURCE_PATH = path
@@ -49,7 +52,8 @@ def check(cp, conv, plan, frames) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--min-blocks", type=int, nargs="+", default=[5])
+    ap.add_argument("--defines", nargs="+", default=["SITS_AREA_MIN_BLOCKS=5"])
+    ap.add_argument("--integer", type=int, nargs="+", default=[1], help="kernel.AREA_INTEGER values")
     ap.add_argument("--shapes", nargs="+", default=["auto", "b2", "b8"])
     ap.add_argument("--cases", type=int, nargs="+", help="indices into CASES")
     ap.add_argument("--once", action="store_true", help="one conversion per case, no timing (for ncu)")
@@ -61,14 +65,18 @@ def main() -> int:
     d2d = B.d2d_bandwidth(cp, stream)
     print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
     source = Path(K.KERNEL_SOURCE_PATH).read_text()
-    wanted = [n for n in K.all_kernel_names() if n.startswith("sits::area<0,") or n.startswith("sits::area<2,")]
+    wanted = [n for n in K.all_kernel_names() if n.split("<")[1][:2] in ("0,", "2,") and "area" in n]
     K.all_kernel_names = lambda: wanted
     tmp = Path(tempfile.mkdtemp())
     sets_of = {}
     rows = []
     cases = [CASES[i] for i in args.cases] if args.cases else CASES
-    for mb in args.min_blocks:
-        use_variant({"SITS_AREA_MIN_BLOCKS": mb}, source, tmp)
+    variants = [(dict(d.split("=") for d in item.split(",")), integer)
+                for item in args.defines for integer in args.integer]
+    for defines, integer in variants:
+        use_variant(defines, source, tmp)
+        K.AREA_INTEGER = bool(integer)
+        mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer}"
         for fmt, size, dtype, layout in cases:
             src = SourceFormat(fmt, B.W, B.H)
             if fmt not in sets_of:
@@ -80,7 +88,7 @@ def main() -> int:
             if args.once:
                 conv.convert(sets[0])
                 cp.cuda.runtime.deviceSynchronize()
-                print(f"mb={mb} {fmt} {size} {dtype} {layout} err={err:.3f}", flush=True)
+                print(f"{mb} {fmt} {size} {dtype} {layout} err={err:.3f}", flush=True)
                 continue
             outs = [conv._allocate(args.batch) for _ in range(2)]
             in_bytes = args.batch * src.frame_bytes
@@ -94,11 +102,11 @@ def main() -> int:
                 finally:
                     K.AREA_BAND_ROWS = None
             best = min(sweep, key=sweep.get)
-            row = dict(min_blocks=mb, format=fmt, size=size, dtype=dtype,
+            row = dict(variant=mb, format=fmt, size=size, dtype=dtype,
                        layout=layout, regs=conv.registers, resident=conv._resident.get(4), err=err,
                        roofline_ms=roof, sweep_ms=sweep, best=best, best_frac=roof / sweep[best])
             rows.append(row)
-            print(f"mb={mb} {fmt} {size} {dtype} {layout} regs={conv.registers} "
+            print(f"{mb} {fmt} {size} {dtype} {layout} regs={conv.registers} "
                   f"res={row['resident']} err={err:.3f} "
                   + " ".join(f"{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
             del conv, outs

@@ -218,8 +218,10 @@ bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigne
 // arithmetic the oracle uses) give, for each content row and column, the first
 // source sample, how many samples it covers, the overlaps of the two end
 // samples (w0, and w1 when n > 1, else 0; every sample between overlaps by 1)
-// and 1 / footprint.
-struct alignas(16) Span { int i0, n; float w0, w1, inv, unused0, unused1, unused2; };
+// and 1 / footprint. The integer kernel (area_int, below) reads its own
+// exact spans in the same struct: i0, n, the end weights as integers W
+// (W0 | W1 << 16) out of q per sample, q, and 1 / (footprint * q).
+struct alignas(16) Span { int i0, n; float w0, w1, inv; unsigned int W; int q; float scale; };
 
 // Byte I of `w` as a float: the byte in the mantissa of 2^23, minus 2^23 (a
 // byte permute and an add, where a conversion instruction runs at quarter rate).
@@ -539,6 +541,216 @@ area(const Params p, const unsigned char* __restrict__ tables, const unsigned lo
             OT* o = orow + (long long)x * p.out_stride_x;
             #pragma unroll
             for (int c = 0; c < 3; ++c) store<OUT>(o + (long long)c * p.out_stride_c, v[c]);
+        }
+    }
+}
+
+// Integer area kernel, for 8-bit YUV (YUYV, UYVY, NV12, NV16) with 16-byte
+// groups, used when the host finds exact integer weights (kernel.py
+// `area_integer`): every footprint boundary is a multiple of 1/q of a sample,
+// so a sample's weight is W/q with W an integer (the end samples W0, W1,
+// the samples between them q). Sums are then exact integers: vertically in
+// two 16-bit lanes a register (the host checks 255 * sum(W) < 2^16), so
+// every row costs a byte mask or permute and a multiply-add a word, where
+// float weights cost a conversion and an FMA a byte; horizontally in 32
+// bits. One multiply by 1 / (footprint_x * q_x * footprint_y * q_y) at the end.
+//
+// A block converts a band of output rows (as `area`), in two phases split
+// by one barrier: (1) each thread takes 16-byte groups of a plane and, for
+// every output row of the band, sums the group's footprint rows into that
+// row's buffer in shared memory, as 16-bit integers (luma samples, then
+// chroma (U, V) pairs as 32-bit words); (2) each thread takes output
+// columns, reads its two column entries once, and writes the column's pixels
+// in every row of the band.
+//
+// SHORT (kernel.py `area_int_short`): footprints of at most 3 rows, 3 luma
+// columns and 2 chroma columns (downscales up to 3x horizontally, 2x
+// vertically, as 1080p to 640): fixed-count code, each tap's weight set up
+// once per row or column (0 past the footprint), and a chroma pair's U and
+// V summed in one 32-bit multiply-add (the host checks that neither lane
+// can overflow). Otherwise footprint rows are loaded 8 at a time and
+// columns summed in loops.
+
+// A group's 4 words as lanes: lo = bytes 0 and 2, hi = bytes 1 and 3.
+__device__ __forceinline__ void int_split(const uint4& v, unsigned int* lo, unsigned int* hi) {
+    lo[0] = v.x & 0x00ff00ffu; hi[0] = __byte_perm(v.x, 0u, 0x4341u);
+    lo[1] = v.y & 0x00ff00ffu; hi[1] = __byte_perm(v.y, 0u, 0x4341u);
+    lo[2] = v.z & 0x00ff00ffu; hi[2] = __byte_perm(v.z, 0u, 0x4341u);
+    lo[3] = v.w & 0x00ff00ffu; hi[3] = __byte_perm(v.w, 0u, 0x4341u);
+}
+
+// 16 bytes through the read-only path when `pred`, else zeros.
+__device__ __forceinline__ uint4 int_load(const unsigned char* p, bool pred) {
+    return pred ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// Tap j of a footprint of n samples: W0, then q, then W1 for the last, 0 past it.
+__device__ __forceinline__ unsigned int int_tap(int j, int n, unsigned int W0, unsigned int W1, unsigned int q) {
+    return j == 0 ? W0 : (j == n - 1 ? W1 : (j < n ? q : 0u));
+}
+
+// Vertical sums of one 16-byte group for the content rows [ly0, ly1) of a
+// band, to the row buffers (row r at s + r * row_words). The rows of a
+// footprint are loaded CH at a time, all in flight together (these loads
+// are what the kernel waits for), and each is weighted by an integer
+// multiply-add.
+template <int FMT, int PLANE, int CH>
+__device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
+                                          unsigned int* s, int off, int row_words) {
+    for (int ly = ly0; ly < ly1; ++ly) {
+        const Span sp = rows[ly];
+        const unsigned int W0 = sp.W & 0xffffu, W1 = sp.W >> 16, q = (unsigned int)sp.q;
+        const int n = sp.n;
+        const unsigned char* row = src + (long long)sp.i0 * stride;
+        unsigned int lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};
+        #pragma unroll 1
+        for (int c = 0; c < n; c += CH) {
+            uint4 v[CH];
+            #pragma unroll
+            for (int j = 0; j < CH; ++j) v[j] = int_load(row + (long long)j * stride, c + j < n);
+            row += (long long)CH * stride;
+            #pragma unroll
+            for (int j = 0; j < CH; ++j) {
+                const unsigned int w = int_tap(c + j, n, W0, W1, q);
+                unsigned int a[4], b[4];
+                int_split(v[j], a, b);
+                #pragma unroll
+                for (int k = 0; k < 4; ++k) { lo[k] += a[k] * w; hi[k] += b[k] * w; }
+            }
+        }
+        unsigned int* d = s + (ly - ly0) * row_words;
+        if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
+            // lo holds Y0, Y1 of each word (YUYV) and hi U, V: already a luma
+            // pair and a chroma pair a word (UYVY the other way round).
+            const unsigned int* y = FMT == FMT_YUYV ? lo : hi;
+            const unsigned int* c = FMT == FMT_YUYV ? hi : lo;
+            *reinterpret_cast<uint4*>(d) = make_uint4(y[0], y[1], y[2], y[3]);
+            *reinterpret_cast<uint4*>(d + off) = make_uint4(c[0], c[1], c[2], c[3]);
+        } else {
+            // NV12/NV16: lo = samples 0, 2 and hi = 1, 3 of each word; in
+            // order again (luma: Y0 Y1 | Y2 Y3; chroma: U V | U V).
+            unsigned int* o = d + (PLANE == 0 ? 0 : off);
+            *reinterpret_cast<uint4*>(o) = make_uint4(__byte_perm(lo[0], hi[0], 0x5410u), __byte_perm(lo[0], hi[0], 0x7632u),
+                                                      __byte_perm(lo[1], hi[1], 0x5410u), __byte_perm(lo[1], hi[1], 0x7632u));
+            *reinterpret_cast<uint4*>(o + 4) = make_uint4(__byte_perm(lo[2], hi[2], 0x5410u), __byte_perm(lo[2], hi[2], 0x7632u),
+                                                          __byte_perm(lo[3], hi[3], 0x5410u), __byte_perm(lo[3], hi[3], 0x7632u));
+        }
+    }
+}
+
+// A column entry of the integer kernel: i0 | n << 16, W0 | W1 << 16, q, scale.
+__device__ __forceinline__ uint4 int_col(const unsigned char* tables, int offset, int x) {
+    return __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
+}
+
+// Weighted sum of 16-bit column sums: W0 * first + q * (between) + W1 * last.
+__device__ __forceinline__ unsigned int int_box(const unsigned short* s, const uint4& e) {
+    const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
+    const unsigned short* q = s + i0;
+    unsigned int mid = 0u, mid2 = 0u;
+    int i = 1;
+    #pragma unroll 1
+    for (; i + 2 <= n - 1; i += 2) { mid += q[i]; mid2 += q[i + 1]; }
+    if (i < n - 1) mid += q[i];
+    return (e.y & 0xffffu) * q[0] + (e.y >> 16) * q[n - 1] + (mid + mid2) * e.z;
+}
+
+// The same for (U, V) pairs packed in 32-bit words.
+__device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, unsigned int& u, unsigned int& v) {
+    const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
+    const unsigned int* q = s + i0;
+    unsigned int mu = 0u, mv = 0u;
+    #pragma unroll 1
+    for (int i = 1; i < n - 1; ++i) { const unsigned int w = q[i]; mu += w & 0xffffu; mv += w >> 16; }
+    const unsigned int f = q[0], l = q[n - 1], W0 = e.y & 0xffffu, W1 = e.y >> 16;
+    u = W0 * (f & 0xffffu) + W1 * (l & 0xffffu) + mu * e.z;
+    v = W0 * (f >> 16) + W1 * (l >> 16) + mv * e.z;
+}
+
+#ifndef SITS_INT_MIN_BLOCKS
+#define SITS_INT_MIN_BLOCKS 4
+#endif
+#ifndef SITS_INT_SHORT_MIN_BLOCKS
+#define SITS_INT_SHORT_MIN_BLOCKS 5
+#endif
+
+template <int FMT, int OUT, int SHORT>
+__global__ void __launch_bounds__(256, SHORT ? SITS_INT_SHORT_MIN_BLOCKS : SITS_INT_MIN_BLOCKS)
+area_int(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
+    typedef typename OutType<OUT>::T OT;
+    typedef Traits<FMT> Tr;
+    SITS_SHARED_FLOATS(smem);
+    unsigned int* s = reinterpret_cast<unsigned int*>(smem);
+    const Span* spans = reinterpret_cast<const Span*>(tables + p.span_offset);
+    const int n = blockIdx.y;
+    const int y_begin = (int)((long long)p.out_h * blockIdx.x / gridDim.x);
+    const int y_end = (int)((long long)p.out_h * (blockIdx.x + 1) / gridDim.x);
+    const int ly0 = imax(y_begin - p.content_y, 0), ly1 = imin(y_end - p.content_y, p.content_h);
+    OT* out = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n;
+    if (ly0 < ly1) {
+        constexpr int CH = SHORT ? 3 : 8;
+        const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
+        const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
+        const int groups0 = p.word_count0 / 4;
+        const int groups = groups0 + (Tr::planar ? p.word_count1 / 4 : 0);
+        for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+            if (!Tr::planar || g < groups0) {
+                int_group<FMT, 0, CH>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                      s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+            } else {
+                const int h = g - groups0;
+                int_group<FMT, 1, CH>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
+                                      s + 8 * h, p.smem_off1, p.smem_row);
+            }
+        }
+        __syncthreads();
+    }
+    // Every footprint row has the same length, so 1 / (footprint * q) is one per plane.
+    const float sy0 = spans[0].scale, sy1 = spans[Tr::planar ? p.span_rows1 : 0].scale;
+    for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) {
+        OT* o = out + (long long)x * p.out_stride_x;
+        const int lx = x - p.content_x;
+        const bool content_x = lx >= 0 && lx < p.content_w;
+        uint4 e0 = make_uint4(0u, 0u, 0u, 0u), e1 = e0;
+        float k0 = 0.f, k1 = 0.f;
+        if (content_x) {
+            e0 = int_col(tables, p.cols0, lx);
+            e1 = int_col(tables, p.cols1, lx);
+            k0 = __uint_as_float(e0.w) * sy0;
+            k1 = __uint_as_float(e1.w) * sy1;
+        }
+        // SHORT: the taps of this column (luma t0..t2, chroma c0, c1).
+        const int n0 = (int)(e0.x >> 16), n1 = (int)(e1.x >> 16);
+        const unsigned int t0 = e0.y & 0xffffu, t1 = int_tap(1, n0, t0, e0.y >> 16, e0.z),
+                           t2 = int_tap(2, n0, t0, e0.y >> 16, e0.z);
+        const unsigned int c0 = e1.y & 0xffffu, c1 = int_tap(1, n1, c0, e1.y >> 16, e1.z);
+        const int i0 = (int)(e0.x & 0xffffu), j0 = (int)(e1.x & 0xffffu);
+        for (int y = y_begin; y < y_end; ++y) {
+            OT* oy = o + (long long)y * p.out_stride_y;
+            const int ly = y - p.content_y;
+            if (!content_x || ly < 0 || ly >= p.content_h) {
+                write_pad<OUT>(p, oy);
+                continue;
+            }
+            const unsigned int* row = s + (ly - ly0) * p.smem_row;
+            unsigned int a, u, v;
+            if (SHORT) {
+                // Taps past a footprint read what follows it (the buffer has
+                // slack at its end) and weigh it 0.
+                const unsigned short* l = reinterpret_cast<const unsigned short*>(row) + i0;
+                a = t0 * l[0] + t1 * l[1] + t2 * l[2];
+                const unsigned int* c = row + p.smem_off1 + j0;
+                const unsigned int uv = c0 * c[0] + c1 * c[1];
+                u = uv & 0xffffu;
+                v = uv >> 16;
+            } else {
+                a = int_box(reinterpret_cast<const unsigned short*>(row), e0);
+                int_box2(row + p.smem_off1, e1, u, v);
+            }
+            float vals[3];
+            pixel_values(p, (float)a * k0, (float)u * k1, (float)v * k1, vals);
+            #pragma unroll
+            for (int c = 0; c < 3; ++c) store<OUT>(oy + (long long)c * p.out_stride_c, vals[c]);
         }
     }
 }
