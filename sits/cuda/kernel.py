@@ -189,13 +189,16 @@ def area_integer(plan: Plan, vec: int = 4) -> bool:
 
 def area_int_short(plan: Plan) -> bool:
     """Whether area_int takes its SHORT path: footprints of at most 3 rows
-    (both planes), 3 luma columns and 2 chroma columns, and a chroma pair's
+    (both planes), 3 luma columns and 2 chroma columns, a chroma pair's
     weighted sum fits each 16-bit lane (255 * the row weights * the column
-    weights < 2^16), so U and V share one 32-bit multiply-add."""
+    weights < 2^16), so U and V share one 32-bit multiply-add, and a luma
+    sum fits 2^23."""
     rows0, rows1, cols0, cols1 = _integer_spans(plan)
     rows_c = rows1 or rows0
     if max(s[1] for s in rows0 + rows_c) > 3 or max(s[1] for s in cols0) > 3 or max(s[1] for s in cols1) > 2:
         return False
+    if 255 * max(_weight_sum(s) for s in rows0) * max(_weight_sum(s) for s in cols0) >= 1 << 23:
+        return False  # a luma sum is made a float in 2^23's mantissa
     return 255 * max(_weight_sum(s) for s in rows_c) * max(_weight_sum(s) for s in cols1) < 1 << 16
 
 

@@ -140,10 +140,11 @@ def integer_source(fmt, w=98, h=56):
 
 
 # (output size, plan options, SHORT path): odd sizes, offset crops, letterbox
-# bands both ways; footprints of 3x3 samples (SHORT) and of 9x17 (loops).
+# bands both ways; footprints of 3x3 samples (SHORT), of 9x17 and 6x7 (loops).
 INTEGER_SHAPES = [((30, 29), dict(crop=(2, 4, 90, 51)), True),
                   ((30, 41), dict(crop=(2, 4, 90, 51), letterbox=True), True),
                   ((10, 3), dict(crop=(6, 2, 90, 51)), False),
+                  ((15, 8), dict(crop=(2, 4, 90, 51)), False),
                   ((31, 3), dict(crop=(6, 2, 90, 51), letterbox=True), False)]
 
 

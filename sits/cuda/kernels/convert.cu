@@ -589,12 +589,34 @@ __device__ __forceinline__ unsigned int int_tap(int j, int n, unsigned int W0, u
     return j == 0 ? W0 : (j == n - 1 ? W1 : (j < n ? q : 0u));
 }
 
+// Rows 0..K-1 of a footprint of exactly K rows, all loads in flight
+// together: weights W0, q between, W1 last (W0 alone when K is 1).
+template <int K>
+__device__ __forceinline__ void int_rows(const unsigned char* row, int stride, unsigned int W0, unsigned int W1,
+                                         unsigned int q, unsigned int* lo, unsigned int* hi) {
+    uint4 v[K];
+    #pragma unroll
+    for (int j = 0; j < K; ++j) v[j] = __ldg(reinterpret_cast<const uint4*>(row + (long long)j * stride));
+    #pragma unroll
+    for (int j = 0; j < K; ++j) {
+        const unsigned int w = j == 0 ? W0 : (j == K - 1 ? W1 : q);
+        unsigned int a[4], b[4];
+        int_split(v[j], a, b);
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            lo[k] = j == 0 ? a[k] * w : lo[k] + a[k] * w;
+            hi[k] = j == 0 ? b[k] * w : hi[k] + b[k] * w;
+        }
+    }
+}
+
 // Vertical sums of one 16-byte group for the content rows [ly0, ly1) of a
-// band, to the row buffers (row r at s + r * row_words). The rows of a
-// footprint are loaded CH at a time, all in flight together (these loads
-// are what the kernel waits for), and each is weighted by an integer
-// multiply-add.
-template <int FMT, int PLANE, int CH>
+// band, to the row buffers (row r at s + r * row_words). A footprint's
+// row count is the same for the whole block, so it picks straight code for
+// exactly that many rows (up to MAXN), all loads in flight together (these
+// loads are what the kernel waits for); taller footprints go 8 rows at a
+// time with per-row weights.
+template <int FMT, int PLANE, int MAXN>
 __device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
                                           unsigned int* s, int off, int row_words) {
     for (int ly = ly0; ly < ly1; ++ly) {
@@ -602,20 +624,33 @@ __device__ __forceinline__ void int_group(const unsigned char* src, int stride, 
         const unsigned int W0 = sp.W & 0xffffu, W1 = sp.W >> 16, q = (unsigned int)sp.q;
         const int n = sp.n;
         const unsigned char* row = src + (long long)sp.i0 * stride;
-        unsigned int lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};
-        #pragma unroll 1
-        for (int c = 0; c < n; c += CH) {
-            uint4 v[CH];
-            #pragma unroll
-            for (int j = 0; j < CH; ++j) v[j] = int_load(row + (long long)j * stride, c + j < n);
-            row += (long long)CH * stride;
-            #pragma unroll
-            for (int j = 0; j < CH; ++j) {
-                const unsigned int w = int_tap(c + j, n, W0, W1, q);
-                unsigned int a[4], b[4];
-                int_split(v[j], a, b);
+        unsigned int lo[4], hi[4];
+        switch (n) {
+            case 1: int_rows<1>(row, stride, W0, W1, q, lo, hi); break;
+            case 2: int_rows<2>(row, stride, W0, W1, q, lo, hi); break;
+            case 3: int_rows<3>(row, stride, W0, W1, q, lo, hi); break;
+#define SITS_INT_ROWS_CASE(K) case K: if (MAXN >= K) { int_rows<K>(row, stride, W0, W1, q, lo, hi); break; }
+            SITS_INT_ROWS_CASE(4) SITS_INT_ROWS_CASE(5) SITS_INT_ROWS_CASE(6) SITS_INT_ROWS_CASE(7)
+            SITS_INT_ROWS_CASE(8)
+#undef SITS_INT_ROWS_CASE
+            default: {
                 #pragma unroll
-                for (int k = 0; k < 4; ++k) { lo[k] += a[k] * w; hi[k] += b[k] * w; }
+                for (int k = 0; k < 4; ++k) lo[k] = hi[k] = 0u;
+                #pragma unroll 1
+                for (int c = 0; c < n; c += 8) {
+                    uint4 v[8];
+                    #pragma unroll
+                    for (int j = 0; j < 8; ++j) v[j] = int_load(row + (long long)j * stride, c + j < n);
+                    row += 8LL * stride;
+                    #pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const unsigned int w = int_tap(c + j, n, W0, W1, q);
+                        unsigned int a[4], b[4];
+                        int_split(v[j], a, b);
+                        #pragma unroll
+                        for (int k = 0; k < 4; ++k) { lo[k] += a[k] * w; hi[k] += b[k] * w; }
+                    }
+                }
             }
         }
         unsigned int* d = s + (ly - ly0) * row_words;
@@ -668,7 +703,7 @@ __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, 
 }
 
 #ifndef SITS_INT_MIN_BLOCKS
-#define SITS_INT_MIN_BLOCKS 4
+#define SITS_INT_MIN_BLOCKS 5
 #endif
 #ifndef SITS_INT_SHORT_MIN_BLOCKS
 #define SITS_INT_SHORT_MIN_BLOCKS 5
@@ -688,18 +723,22 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     const int ly0 = imax(y_begin - p.content_y, 0), ly1 = imin(y_end - p.content_y, p.content_h);
     OT* out = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n;
     if (ly0 < ly1) {
-        constexpr int CH = SHORT ? 3 : 8;
+        constexpr int MAXN = SHORT ? 3 : 8;
         const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
         const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
-        const int groups0 = p.word_count0 / 4;
-        const int groups = groups0 + (Tr::planar ? p.word_count1 / 4 : 0);
-        for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+        const int groups0 = p.word_count0 / 4, groups1 = Tr::planar ? p.word_count1 / 4 : 0;
+        // Chroma groups start on a warp boundary when that costs no extra
+        // pass, so that no warp runs both planes' code one after the other.
+        const int bd = blockDim.x, aligned = (groups0 + 31) & ~31;
+        const int start1 = (aligned + groups1 + bd - 1) / bd == (groups0 + groups1 + bd - 1) / bd ? aligned : groups0;
+        const int groups = Tr::planar ? start1 + groups1 : groups0;
+        for (int g = threadIdx.x; g < groups; g += bd) {
             if (!Tr::planar || g < groups0) {
-                int_group<FMT, 0, CH>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
                                       s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
-            } else {
-                const int h = g - groups0;
-                int_group<FMT, 1, CH>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
+            } else if (g >= start1) {
+                const int h = g - start1;
+                int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
                                       s + 8 * h, p.smem_off1, p.smem_row);
             }
         }
@@ -707,50 +746,56 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     }
     // Every footprint row has the same length, so 1 / (footprint * q) is one per plane.
     const float sy0 = spans[0].scale, sy1 = spans[Tr::planar ? p.span_rows1 : 0].scale;
+    // Rows [yc0, yc1) of the band are content; the rest letterbox fill.
+    const int yc0 = imax(y_begin, p.content_y), yc1 = imax(imin(y_end, p.content_y + p.content_h), yc0);
     for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) {
         OT* o = out + (long long)x * p.out_stride_x;
+        for (int y = y_begin; y < yc0; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+        for (int y = yc1; y < y_end; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
         const int lx = x - p.content_x;
-        const bool content_x = lx >= 0 && lx < p.content_w;
-        uint4 e0 = make_uint4(0u, 0u, 0u, 0u), e1 = e0;
-        float k0 = 0.f, k1 = 0.f;
-        if (content_x) {
-            e0 = int_col(tables, p.cols0, lx);
-            e1 = int_col(tables, p.cols1, lx);
-            k0 = __uint_as_float(e0.w) * sy0;
-            k1 = __uint_as_float(e1.w) * sy1;
+        if (lx < 0 || lx >= p.content_w) {
+            for (int y = yc0; y < yc1; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+            continue;
         }
-        // SHORT: the taps of this column (luma t0..t2, chroma c0, c1).
+        const uint4 e0 = int_col(tables, p.cols0, lx), e1 = int_col(tables, p.cols1, lx);
+        const float k0 = __uint_as_float(e0.w) * sy0, k1 = __uint_as_float(e1.w) * sy1;
+        // SHORT: the taps of this column (luma t0..t2, chroma c0, c1), and
+        // the sums as floats by OR-ing them into 2^23's mantissa: (2^23 + a)
+        // * k - 2^23 * k is a * k rounded once (2^23 * k is exact).
         const int n0 = (int)(e0.x >> 16), n1 = (int)(e1.x >> 16);
         const unsigned int t0 = e0.y & 0xffffu, t1 = int_tap(1, n0, t0, e0.y >> 16, e0.z),
                            t2 = int_tap(2, n0, t0, e0.y >> 16, e0.z);
         const unsigned int c0 = e1.y & 0xffffu, c1 = int_tap(1, n1, c0, e1.y >> 16, e1.z);
-        const int i0 = (int)(e0.x & 0xffffu), j0 = (int)(e1.x & 0xffffu);
-        for (int y = y_begin; y < y_end; ++y) {
-            OT* oy = o + (long long)y * p.out_stride_y;
-            const int ly = y - p.content_y;
-            if (!content_x || ly < 0 || ly >= p.content_h) {
-                write_pad<OUT>(p, oy);
-                continue;
-            }
-            const unsigned int* row = s + (ly - ly0) * p.smem_row;
-            unsigned int a, u, v;
+        const float z0 = -8388608.0f * k0, z1 = -8388608.0f * k1;
+        const unsigned int* row = s + (yc0 - p.content_y - ly0) * p.smem_row;
+        const unsigned short* l = reinterpret_cast<const unsigned short*>(row) + (e0.x & 0xffffu);
+        const unsigned int* c = row + p.smem_off1 + (e1.x & 0xffffu);
+        OT* oy = o + (long long)yc0 * p.out_stride_y;
+        for (int y = yc0; y < yc1; ++y) {
+            float c0f, c1f, c2f;
             if (SHORT) {
                 // Taps past a footprint read what follows it (the buffer has
                 // slack at its end) and weigh it 0.
-                const unsigned short* l = reinterpret_cast<const unsigned short*>(row) + i0;
-                a = t0 * l[0] + t1 * l[1] + t2 * l[2];
-                const unsigned int* c = row + p.smem_off1 + j0;
+                const unsigned int a = t0 * l[0] + t1 * l[1] + t2 * l[2];
                 const unsigned int uv = c0 * c[0] + c1 * c[1];
-                u = uv & 0xffffu;
-                v = uv >> 16;
+                c0f = fmaf(__uint_as_float(a | 0x4B000000u), k0, z0);
+                c1f = fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), k1, z1);
+                c2f = fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), k1, z1);
             } else {
-                a = int_box(reinterpret_cast<const unsigned short*>(row), e0);
-                int_box2(row + p.smem_off1, e1, u, v);
+                const unsigned int a = int_box(l - (e0.x & 0xffffu), e0);
+                unsigned int u, v;
+                int_box2(c - (e1.x & 0xffffu), e1, u, v);
+                c0f = (float)a * k0;
+                c1f = (float)u * k1;
+                c2f = (float)v * k1;
             }
             float vals[3];
-            pixel_values(p, (float)a * k0, (float)u * k1, (float)v * k1, vals);
+            pixel_values(p, c0f, c1f, c2f, vals);
             #pragma unroll
-            for (int c = 0; c < 3; ++c) store<OUT>(oy + (long long)c * p.out_stride_c, vals[c]);
+            for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+            l += 2 * p.smem_row;
+            c += p.smem_row;
+            oy += p.out_stride_y;
         }
     }
 }
