@@ -247,7 +247,7 @@ class FrameConverter:
                     self._resident[v] = K.area_resident(
                         self._kernels[v].num_regs, self._smem[v], props["multiProcessorCount"],
                         props.get("sharedMemPerMultiprocessor", 228 * 1024),
-                        props.get("reservedSharedMemPerBlock", 1024))
+                        props.get("reservedSharedMemPerBlock", 1024), K.launch_shape(plan, 1, v)[1][0])
             self.stream = stream or cp.cuda.Stream(non_blocking=True)
             self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
         except Exception as exc:

@@ -47,6 +47,8 @@ AREA_INTEGER = True
 AREA_INTEGER_FORMATS = ("YUYV", "UYVY", "NV12", "NV16")
 # area_int keeps a row buffer for each row of its band: at most this many.
 AREA_INT_MAX_ROWS = 8
+# Threads of an area_int block (SITS_INT_THREADS in kernels/convert.cu).
+AREA_INT_THREADS = 256
 # `struct Span` in kernels/convert.cu: one row or column of an area resampling
 # (W, q, scale: the integer kernel's exact weights, area_integer).
 SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4"), ("inv", "<f4"),
@@ -298,14 +300,14 @@ def area_int_max_rows(plan: Plan) -> int:
 
 
 def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: int,
-                  reserved_per_block: int = 1024) -> int:
-    """Area blocks (of AREA_THREADS) the GPU holds at once: registers are
+                  reserved_per_block: int = 1024, threads: int = AREA_THREADS) -> int:
+    """Area blocks (of `threads`) the GPU holds at once: registers are
     allocated per warp in units of 256, shared memory per block plus what
     the driver reserves."""
     per_warp = -(-registers * 32 // 256) * 256
-    by_regs = 65536 // (per_warp * (AREA_THREADS // 32))
+    by_regs = 65536 // (per_warp * -(-threads // 32))
     by_smem = shared_per_sm // (shared_bytes + reserved_per_block)
-    return sms * max(1, min(by_regs, by_smem, 2048 // AREA_THREADS))
+    return sms * max(1, min(by_regs, by_smem, 2048 // threads))
 
 
 def kernel_name(plan: Plan, vec: int = 1) -> str:
@@ -416,7 +418,7 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1,
             band = max(1, min(band, area_int_max_rows(plan)))
             blocks = -(-plan.out.height // band)
             rows = -(-plan.out.height // blocks)  # and 16 bytes that taps past the last footprint read
-            return (blocks, batch, 1), (AREA_THREADS, 1, 1), 4 * words.int_row * rows + 16
+            return (blocks, batch, 1), (AREA_INT_THREADS, 1, 1), 4 * words.int_row * rows + 16
         smem = words.shared_bytes
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "

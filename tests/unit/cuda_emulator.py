@@ -33,6 +33,7 @@ DRIVER = r"""
 #define __restrict__ __restrict
 typedef _Float16 __half;
 static inline __half __float2half_rn(float x) { return (__half)x; }
+static inline unsigned short __half_as_ushort(__half h) { unsigned short u; std::memcpy(&u, &h, 2); return u; }
 static inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }

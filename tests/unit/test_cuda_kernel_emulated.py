@@ -139,25 +139,27 @@ def integer_source(fmt, w=98, h=56):
     return src
 
 
-# (output size, plan options, SHORT path): odd sizes, offset crops, letterbox
-# bands both ways; footprints of 3x3 samples (SHORT), of 9x17 and 6x7 (loops).
-INTEGER_SHAPES = [((30, 29), dict(crop=(2, 4, 90, 51)), True),
-                  ((30, 41), dict(crop=(2, 4, 90, 51), letterbox=True), True),
-                  ((10, 3), dict(crop=(6, 2, 90, 51)), False),
-                  ((15, 8), dict(crop=(2, 4, 90, 51)), False),
-                  ((31, 3), dict(crop=(6, 2, 90, 51), letterbox=True), False)]
+# (output size, plan options, SHORT path, dtype, layout): odd sizes, offset
+# crops, letterbox bands both ways; footprints of 3x3 samples (SHORT; 16-bit
+# NCHW outputs two pixels a thread, a pair across the letterbox edge and an
+# odd width), of 9x17 and 6x7 (loops).
+INTEGER_SHAPES = [((30, 29), dict(crop=(2, 4, 90, 51)), True, "float16", "NCHW"),
+                  ((30, 41), dict(crop=(2, 4, 90, 51), letterbox=True), True, "bfloat16", "NCHW"),
+                  ((41, 17), dict(crop=(2, 4, 90, 51), letterbox=True), True, "float16", "NCHW"),
+                  ((30, 29), dict(crop=(2, 4, 90, 51)), True, "uint8", "NHWC"),
+                  ((10, 3), dict(crop=(6, 2, 90, 51)), False, "float16", "NCHW"),
+                  ((15, 8), dict(crop=(2, 4, 90, 51)), False, "bfloat16", "NHWC"),
+                  ((31, 3), dict(crop=(6, 2, 90, 51), letterbox=True), False, "float32", "NHWC")]
 
 
 @pytest.mark.parametrize("band", [None, 3])
-@pytest.mark.parametrize("size, options, short", INTEGER_SHAPES)
+@pytest.mark.parametrize("size, options, short, dtype, layout", INTEGER_SHAPES)
 @pytest.mark.parametrize("fmt", ["YUYV", "UYVY", "NV12", "NV16"])
-def test_area_integer_kernel(fmt, size, options, short, band, monkeypatch):
+def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band, monkeypatch):
     # Exact integer weights (area_int), against the oracle's float64 box filter.
     from sits.cuda import kernel as K
     monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
     src = integer_source(fmt)
-    dtype, layout = [("float16", "NCHW"), ("float32", "NHWC"), ("uint8", "NCHW"), ("bfloat16", "NHWC")][
-        hash((fmt, size)) % 4]
     plan = make_plan(src, OutputSpec(*size, layout=layout, dtype=dtype), resize="area", pad_rgb=(0.2, 0.4, 0.6),
                      **options)
     assert K.area_integer(plan, 4) and K.area_int_short(plan) == short

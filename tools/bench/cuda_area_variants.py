@@ -76,6 +76,7 @@ def main() -> int:
     for defines, integer in variants:
         use_variant(defines, source, tmp)
         K.AREA_INTEGER = bool(integer)
+        K.AREA_INT_THREADS = int(defines.get("SITS_INT_THREADS", 256))
         mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer}"
         for fmt, size, dtype, layout in cases:
             src = SourceFormat(fmt, B.W, B.H)

@@ -702,6 +702,60 @@ __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, 
     v = W0 * (f >> 16) + W1 * (l >> 16) + mv * e.z;
 }
 
+// One output column of the integer kernel, set up once for a band: its two
+// column entries, 1 / (footprint * q) of both axes (k0 luma, k1 chroma),
+// and for SHORT the taps (luma t0..t2, chroma c0, c1; 0 past a footprint),
+// where its samples start in the band's first row buffer, and -2^23 * k.
+struct IntCol {
+    uint4 e0, e1;
+    float k0, k1, z0, z1;
+    unsigned int t0, t1, t2, c0, c1;
+    const unsigned short* l;
+    const unsigned int* c;
+};
+
+__device__ __forceinline__ IntCol int_column(const unsigned char* tables, const Params& p, int lx,
+                                             const unsigned int* row, float sy0, float sy1) {
+    IntCol col;
+    col.e0 = int_col(tables, p.cols0, lx);
+    col.e1 = int_col(tables, p.cols1, lx);
+    col.k0 = __uint_as_float(col.e0.w) * sy0;
+    col.k1 = __uint_as_float(col.e1.w) * sy1;
+    col.z0 = -8388608.0f * col.k0;
+    col.z1 = -8388608.0f * col.k1;
+    const int n0 = (int)(col.e0.x >> 16), n1 = (int)(col.e1.x >> 16);
+    col.t0 = col.e0.y & 0xffffu;
+    col.t1 = int_tap(1, n0, col.t0, col.e0.y >> 16, col.e0.z);
+    col.t2 = int_tap(2, n0, col.t0, col.e0.y >> 16, col.e0.z);
+    col.c0 = col.e1.y & 0xffffu;
+    col.c1 = int_tap(1, n1, col.c0, col.e1.y >> 16, col.e1.z);
+    col.l = reinterpret_cast<const unsigned short*>(row) + (col.e0.x & 0xffffu);
+    col.c = row + p.smem_off1 + (col.e1.x & 0xffffu);
+    return col;
+}
+
+// SHORT: the three output values of a column in the row buffer `r` words
+// after the first. Taps past a footprint read what follows it (the buffer
+// has slack at its end) and weigh it 0. The sums become floats by OR-ing
+// them into 2^23's mantissa: (2^23 + a) * k - 2^23 * k is a * k rounded once
+// (2^23 * k is exact).
+__device__ __forceinline__ void int_short_values(const Params& p, const IntCol& col, int r, float* vals) {
+    const unsigned short* l = col.l + 2 * r;
+    const unsigned int* c = col.c + r;
+    const unsigned int a = col.t0 * l[0] + col.t1 * l[1] + col.t2 * l[2];
+    const unsigned int uv = col.c0 * c[0] + col.c1 * c[1];
+    pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), col.k0, col.z0),
+                 fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), col.k1, col.z1),
+                 fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), col.k1, col.z1), vals);
+}
+
+// Two 16-bit output values as one word, the first in the low half.
+template <int OUT>
+__device__ __forceinline__ unsigned int pack2(float a, float b) {
+    if (OUT == OUT_BF16) return (unsigned int)bf16_bits(a) | ((unsigned int)bf16_bits(b) << 16);
+    return (unsigned int)__half_as_ushort(__float2half_rn(a)) | ((unsigned int)__half_as_ushort(__float2half_rn(b)) << 16);
+}
+
 #ifndef SITS_INT_MIN_BLOCKS
 #define SITS_INT_MIN_BLOCKS 5
 #endif
@@ -709,8 +763,12 @@ __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, 
 #define SITS_INT_SHORT_MIN_BLOCKS 5
 #endif
 
+#ifndef SITS_INT_THREADS
+#define SITS_INT_THREADS 256
+#endif
+
 template <int FMT, int OUT, int SHORT>
-__global__ void __launch_bounds__(256, SHORT ? SITS_INT_SHORT_MIN_BLOCKS : SITS_INT_MIN_BLOCKS)
+__global__ void __launch_bounds__(SITS_INT_THREADS, SHORT ? SITS_INT_SHORT_MIN_BLOCKS : SITS_INT_MIN_BLOCKS)
 area_int(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
@@ -748,54 +806,61 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     const float sy0 = spans[0].scale, sy1 = spans[Tr::planar ? p.span_rows1 : 0].scale;
     // Rows [yc0, yc1) of the band are content; the rest letterbox fill.
     const int yc0 = imax(y_begin, p.content_y), yc1 = imax(imin(y_end, p.content_y + p.content_h), yc0);
-    for (int x = threadIdx.x; x < p.out_w; x += blockDim.x) {
-        OT* o = out + (long long)x * p.out_stride_x;
-        for (int y = y_begin; y < yc0; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
-        for (int y = yc1; y < y_end; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
-        const int lx = x - p.content_x;
-        if (lx < 0 || lx >= p.content_w) {
-            for (int y = yc0; y < yc1; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+    const unsigned int* rows0 = s + (yc0 - p.content_y - ly0) * p.smem_row;
+    // SHORT with 16-bit NCHW outputs: two neighbouring pixels a thread, stored
+    // as one 32-bit word a channel (when the output's rows and planes keep
+    // the pair 4-byte aligned); otherwise one pixel a thread.
+    constexpr bool PAIRS = SHORT && (OUT == OUT_F16 || OUT == OUT_BF16);
+    const bool pairs = PAIRS && p.out_stride_x == 1 && ((p.out_stride_c | p.out_stride_y) & 1) == 0
+                       && ((reinterpret_cast<unsigned long long>(out) & 3) == 0);
+    const int step = pairs ? 2 : 1;
+    for (int x = step * threadIdx.x; x < p.out_w; x += step * blockDim.x) {
+        const int xn = imin(x + step, p.out_w);  // this thread's pixels: [x, xn)
+        for (int xi = x; xi < xn; ++xi) {
+            OT* o = out + (long long)xi * p.out_stride_x;
+            for (int y = y_begin; y < yc0; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+            for (int y = yc1; y < y_end; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+        }
+        const bool in0 = x >= p.content_x && x < p.content_x + p.content_w;
+        if (PAIRS && pairs && xn == x + 2 && in0 && x + 1 < p.content_x + p.content_w) {
+            const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
+            const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
+            OT* oy = out + x + (long long)yc0 * p.out_stride_y;
+            for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
+                float va[3], vb[3];
+                int_short_values(p, a, r, va);
+                int_short_values(p, b, r, vb);
+                #pragma unroll
+                for (int ch = 0; ch < 3; ++ch)
+                    *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
+                oy += p.out_stride_y;
+            }
             continue;
         }
-        const uint4 e0 = int_col(tables, p.cols0, lx), e1 = int_col(tables, p.cols1, lx);
-        const float k0 = __uint_as_float(e0.w) * sy0, k1 = __uint_as_float(e1.w) * sy1;
-        // SHORT: the taps of this column (luma t0..t2, chroma c0, c1), and
-        // the sums as floats by OR-ing them into 2^23's mantissa: (2^23 + a)
-        // * k - 2^23 * k is a * k rounded once (2^23 * k is exact).
-        const int n0 = (int)(e0.x >> 16), n1 = (int)(e1.x >> 16);
-        const unsigned int t0 = e0.y & 0xffffu, t1 = int_tap(1, n0, t0, e0.y >> 16, e0.z),
-                           t2 = int_tap(2, n0, t0, e0.y >> 16, e0.z);
-        const unsigned int c0 = e1.y & 0xffffu, c1 = int_tap(1, n1, c0, e1.y >> 16, e1.z);
-        const float z0 = -8388608.0f * k0, z1 = -8388608.0f * k1;
-        const unsigned int* row = s + (yc0 - p.content_y - ly0) * p.smem_row;
-        const unsigned short* l = reinterpret_cast<const unsigned short*>(row) + (e0.x & 0xffffu);
-        const unsigned int* c = row + p.smem_off1 + (e1.x & 0xffffu);
-        OT* oy = o + (long long)yc0 * p.out_stride_y;
-        for (int y = yc0; y < yc1; ++y) {
-            float c0f, c1f, c2f;
-            if (SHORT) {
-                // Taps past a footprint read what follows it (the buffer has
-                // slack at its end) and weigh it 0.
-                const unsigned int a = t0 * l[0] + t1 * l[1] + t2 * l[2];
-                const unsigned int uv = c0 * c[0] + c1 * c[1];
-                c0f = fmaf(__uint_as_float(a | 0x4B000000u), k0, z0);
-                c1f = fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), k1, z1);
-                c2f = fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), k1, z1);
-            } else {
-                const unsigned int a = int_box(l - (e0.x & 0xffffu), e0);
-                unsigned int u, v;
-                int_box2(c - (e1.x & 0xffffu), e1, u, v);
-                c0f = (float)a * k0;
-                c1f = (float)u * k1;
-                c2f = (float)v * k1;
+        for (int xi = x; xi < xn; ++xi) {
+            OT* o = out + (long long)xi * p.out_stride_x;
+            const int lx = xi - p.content_x;
+            if (lx < 0 || lx >= p.content_w) {
+                for (int y = yc0; y < yc1; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+                continue;
             }
-            float vals[3];
-            pixel_values(p, c0f, c1f, c2f, vals);
-            #pragma unroll
-            for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
-            l += 2 * p.smem_row;
-            c += p.smem_row;
-            oy += p.out_stride_y;
+            const IntCol col = int_column(tables, p, lx, rows0, sy0, sy1);
+            OT* oy = o + (long long)yc0 * p.out_stride_y;
+            for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
+                float vals[3];
+                if (SHORT) {
+                    int_short_values(p, col, r, vals);
+                } else {
+                    const unsigned int* row = rows0 + r;
+                    const unsigned int a = int_box(reinterpret_cast<const unsigned short*>(row), col.e0);
+                    unsigned int u, v;
+                    int_box2(row + p.smem_off1, col.e1, u, v);
+                    pixel_values(p, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1, vals);
+                }
+                #pragma unroll
+                for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                oy += p.out_stride_y;
+            }
         }
     }
 }
