@@ -34,12 +34,24 @@ def ioctl_names():
     return IOCTL_LINE.findall(_read("sits_ioctls.h"))
 
 
+def _headers_digest():
+    """A digest of csrc/*.h, put into the generated C source so that a change
+    to a header alone (the C flip loop lives in one) rebuilds the module."""
+    import glob
+    import hashlib
+    h = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h"))):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
     f"static const unsigned long {name};\n" for name in ioctl_names()))
 ffibuilder.set_source(
     "sits._kernel_ffi",
-    '#include "sits_kernel.h"',
+    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"',
     include_dirs=[HERE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
     libraries=["drm"],
     extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],

@@ -52,6 +52,14 @@ class FdOwner:
     def closed(self) -> bool:
         return self._fd < 0
 
+    def detach(self) -> int:
+        """Hand the fd to another owner (C code that closes it); this object
+        no longer closes it."""
+        fd = self.fileno()
+        self._finalizer.detach()
+        self._fd = -1
+        return fd
+
     def close(self) -> None:
         if self._fd >= 0:
             self._fd = -1

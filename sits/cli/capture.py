@@ -46,6 +46,8 @@ def capture(
     snapshot: str = typer.Option(None, "--snapshot", help="Write what was on screen (writeback) as a PNG."),
     reconnect: bool = typer.Option(False, "--reconnect", help="Wait for a vanished camera and resume."),
     as_json: bool = typer.Option(False, "--json", help="No status line; print the summary as one JSON object."),
+    python_loop: bool = typer.Option(False, "--python-loop", hidden=True,
+                                     help="Run every frame through the Python loop (no C flip loop); for comparison."),
 ) -> None:
     """Capture from V4L2 and show on DRM/KMS, zero-copy where the display can."""
     from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
@@ -59,7 +61,8 @@ def capture(
         raise UsageError("--snapshot writes a PNG: give a FILE.png")
     opts = CaptureOptions(device=device, card=card, connector=connector, format=fmt, size=_size(size),
                           fps=fps, frames=frames, duration=duration, memory=memory, buffers=buffers,
-                          verify=verify, verify_every=verify_every, snapshot=snapshot, reconnect=reconnect)
+                          verify=verify, verify_every=verify_every, snapshot=snapshot, reconnect=reconnect,
+                          c_loop=not python_loop)
     live = None
     if not as_json and sys.stderr.isatty():
         from rich.console import Console

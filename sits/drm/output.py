@@ -52,6 +52,11 @@ class KmsOutput:
         self._req: AtomicRequest | None = None
 
     # -------------------------------------------------------------- choose
+    @property
+    def configured(self) -> bool:
+        """The mode, routing and plane geometry are set: a flip changes FB_ID only."""
+        return self._modeset_done
+
     def _pick_connector(self, name):
         conns = [c for c in self.card.connectors() if not c.is_writeback]
         if name:

@@ -9,7 +9,9 @@ its out-fence; a frame picked for verification is also held by a "verify"
 lease until the writeback fence signals and the pixels are compared.
 
 One epoll over the V4L2 fd, the DRM fd, fence fds, the uevent socket and a
-stop pipe (signals): no sleeps, no busy loops.
+stop pipe (signals): no sleeps, no busy loops. The steady state of the
+zero-copy path (frames only the display holds) runs in C on the same epoll
+(fast_path.FlipLoop), which hands the state back for everything else.
 """
 import os
 import resource
@@ -26,8 +28,12 @@ from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, SitsError, UsageError
 from sits.formats import BY_V4L2, drm_for_v4l2
 from sits.pipeline import convert, verify
+from sits.pipeline.fast_path import STAYS, FlipLoop
 from sits.pipeline.png import write_png
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
+
+
+QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
 
 
 @dataclass
@@ -47,6 +53,7 @@ class CaptureOptions:
     snapshot: str | None = None
     reconnect: bool = False
     stall_timeout: float = 20.0   # no frame for this long while streaming: give up
+    c_loop: bool = True           # the steady state in C (csrc/sits_flip_loop.h); False: all in Python
 
 
 @dataclass
@@ -80,6 +87,7 @@ class Summary:
     hotplug_events: int = 0
     disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
     reconnects: int = 0     # ... and came back
+    c_loop_commits: int = 0  # frames the C flip loop committed (the rest went through Python)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -270,12 +278,14 @@ class CaptureToKms:
         self._freeze = None
         self._stats_base = CaptureStats()
         self._capturing = True
+        self._c = FlipLoop(self) if o.c_loop and self.zero_copy else None
         start = time.monotonic()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         deadline = start + o.duration if o.duration else None
         last_status = start
         self._last_frame = start
         self._start_capture(self.cap)
+        python_turn = False
 
         while True:
             now = time.monotonic()
@@ -288,6 +298,9 @@ class CaptureToKms:
             if (self._capturing and cap is not None and self._stop_reason is None
                     and now - self._last_frame > o.stall_timeout):
                 raise DeviceError(f"{cap.path}: no frame for {o.stall_timeout:.0f} s; the camera stalled")
+            c = self._c
+            if c is not None and c.active and (self._stop_reason or cap is None):
+                c.leave()
             if self._stop_reason and self._capturing:
                 self._capturing = False
                 if cap is not None:
@@ -296,14 +309,29 @@ class CaptureToKms:
                 self._drop_next()
             if not self._capturing and self._pending is None and not self._fences:
                 break
-            timeout = 1000 * self.status_interval
+            # without a status line the loop needs waking only for its
+            # limits (deadline, stall): fewer Python passes per frame
+            timeout = 1000 * (self.status_interval if self.on_status else QUIET_INTERVAL_S)
             if deadline and self._capturing:
                 timeout = min(timeout, max(0, (deadline - now) * 1000))
             if self._wait_id is not None:
                 timeout = min(timeout, 1000)  # look for the camera at least once a second
             if not self._capturing:
                 timeout = 2000  # last flip / fences: bounded wait
-            events = poller.poll(timeout / 1000)
+            if c is not None and not python_turn and (c.active or c.usable()):
+                if not c.active:
+                    c.enter()
+                code = c.run(timeout)
+                if code not in STAYS:
+                    # what stopped C is Python's: one pass of the loop
+                    # (limits first, then its poll) before C runs again
+                    c.leave(code)
+                    self._try_commit()
+                    python_turn = True
+                events = []
+            else:
+                python_turn = False
+                events = poller.poll(timeout / 1000)
             if not events and not self._capturing:
                 break  # a fence that never signals must not hang shutdown
             self._stale.clear()
@@ -367,6 +395,15 @@ class CaptureToKms:
             s.frames_dropped += 1
         self._next = (frame, frame.lease("display"))
         self._try_commit()
+
+    def _dequeue_failed(self, exc) -> None:
+        """A DQBUF of the C loop failed: handled as cap.dequeue() would."""
+        try:
+            self.cap.dequeue_failed(exc)
+        except OSError as err:
+            if not is_disconnect(err):
+                raise
+            self._camera_lost(err)
 
     def _on_flip_events(self) -> None:
         s = self.summary
@@ -582,6 +619,21 @@ class CaptureToKms:
             return frame.dequeued_ns
         return frame.timestamp_ns
 
+    def _writeback_due(self) -> tuple[int, int]:
+        """For the C loop: the displayed count at which _want_writeback asks
+        for a writeback next (-1: none), and the captured count from which
+        every commit takes one (0: none)."""
+        o, s = self.opts, self.summary
+        if self._wb is None:
+            return -1, 0
+        due = -1
+        if o.verify:
+            every = max(1, o.verify_every)
+            due = -(-s.frames_displayed // every) * every
+        if o.snapshot and s.snapshot is None and s.frames_displayed == 0:
+            due = 0
+        return due, (o.frames or 0) if o.snapshot else 0
+
     def _want_writeback(self, displayed: int) -> bool:
         o = self.opts
         if o.verify and displayed % max(1, o.verify_every) == 0:
@@ -650,11 +702,15 @@ class CaptureToKms:
         s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.latency_ms = percentiles(self._latencies)
+        s.c_loop_commits = self._c.commits if getattr(self, "_c", None) is not None else 0
         s.dequeue_to_commit_ms = percentiles(self._submit_ms)
 
     # ------------------------------------------------------------- cleanup
     def _cleanup(self, quiet: bool = False) -> None:
         errors = []
+        c = getattr(self, "_c", None)
+        if c is not None and c.active:
+            c.leave()  # its buffers and fences become Python's, released below
         out = getattr(self, "out", None)
         if out is not None:
             try:

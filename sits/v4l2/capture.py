@@ -67,13 +67,14 @@ class Frame:
 
     __slots__ = ("buffer", "sequence", "timestamp_ns", "dequeued_ns", "bytesused", "_device", "_leases")
 
-    def __init__(self, device: "CaptureDevice", buffer: CaptureBuffer, d: raw.Dequeued):
+    def __init__(self, device: "CaptureDevice", buffer: CaptureBuffer, d: raw.Dequeued,
+                 dequeued_ns: int | None = None):
         self._device = device  # a frame keeps its device alive
         self.buffer = buffer
         buffer.leased = True
         self.sequence = d.sequence
         self.timestamp_ns = d.timestamp_ns
-        self.dequeued_ns = time.monotonic_ns()
+        self.dequeued_ns = time.monotonic_ns() if dequeued_ns is None else dequeued_ns
         self.bytesused = d.bytesused
         self._leases: set[Lease] = set()
 
@@ -264,16 +265,21 @@ class CaptureDevice(VideoDevice):
         try:
             self._queue(buf)
         except OSError as exc:
-            if is_disconnect(exc):
-                # the device is gone: the buffer stays ours; dequeue() or the
-                # event loop reports the disconnection, not a lease release
-                self.streaming = False
-                return
-            # A refused QBUF (vivid injects these) must not lose the buffer:
-            # count it and try again on the next dequeue.
-            self.stats.requeue_errors += 1
-            if buf not in self._unqueued:
-                self._unqueued.append(buf)
+            self.requeue_failed(buf, exc)
+
+    def requeue_failed(self, buf: CaptureBuffer, exc: OSError) -> None:
+        """QBUF of `buf` was refused (here, or by the C flip loop)."""
+        buf.queued = False
+        if is_disconnect(exc):
+            # the device is gone: the buffer stays ours; dequeue() or the
+            # event loop reports the disconnection, not a lease release
+            self.streaming = False
+            return
+        # A refused QBUF (vivid injects these) must not lose the buffer:
+        # count it and try again on the next dequeue.
+        self.stats.requeue_errors += 1
+        if buf not in self._unqueued:
+            self._unqueued.append(buf)
 
     def _retry_once(self, call, *args):
         """Drivers may refuse a set-up ioctl once (vivid's error injection,
@@ -331,12 +337,7 @@ class CaptureDevice(VideoDevice):
             try:
                 d = raw.dqbuf(self.fileno(), self._memory_type)
             except OSError as exc:
-                if is_disconnect(exc) or not self.streaming:
-                    raise
-                # A fatal queue error (vb2_queue_error) fails every DQBUF
-                # until STREAMOFF: restart the queue, keep leased buffers.
-                self.stats.dequeue_errors += 1
-                self.restart()
+                self.dequeue_failed(exc)
                 return None
             if d is None:
                 return None
@@ -348,6 +349,16 @@ class CaptureDevice(VideoDevice):
                 self._requeue(buf)
                 continue
             return Frame(self, buf, d)
+
+    def dequeue_failed(self, exc: OSError) -> None:
+        """DQBUF failed (here, or in the C flip loop). A disconnection is
+        raised; anything else is a fatal queue error (vb2_queue_error), which
+        fails every DQBUF until STREAMOFF: restart the queue, keep leased
+        buffers."""
+        if is_disconnect(exc) or not self.streaming:
+            raise exc
+        self.stats.dequeue_errors += 1
+        self.restart()
 
     def close(self) -> None:
         if not self.closed:

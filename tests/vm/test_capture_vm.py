@@ -31,6 +31,24 @@ def test_zero_copy_chain_is_verified_by_writeback(fmt, size, memory, vivid_path,
     assert s.latency_ms["p50"] is not None and s.latency_ms["p50"] >= 0
 
 
+@pytest.mark.parametrize("memory", ["mmap", "udmabuf"])
+def test_c_flip_loop_shows_the_frames_between_writebacks(memory, vivid_path, vkms_path, no_leaks):
+    s = run(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480), memory=memory,
+            frames=40, verify=True, verify_every=8)
+    assert s.frames_captured == 40 and s.frames_displayed + s.frames_dropped == 40
+    assert s.verify["checked"] >= 2 and s.verify["mismatched"] == 0, s.verify
+    # the writeback commits are Python's, most others C's
+    assert s.c_loop_commits >= s.frames_displayed // 2, s
+    assert len(s.dequeue_to_commit_ms) == 3 and s.latency_ms["p50"] is not None
+
+
+def test_python_loop_alone_still_shows_every_frame(vivid_path, vkms_path, no_leaks):
+    s = run(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480), frames=20,
+            verify=True, verify_every=8, c_loop=False)
+    assert s.c_loop_commits == 0 and s.frames_displayed + s.frames_dropped == 20
+    assert s.verify["mismatched"] == 0
+
+
 def test_format_no_plane_shows_takes_the_conversion_path(vivid_path, vkms_path, no_leaks):
     s = run(device=vivid_path, card=vkms_path, format="YUYV", size=(640, 480), verify=True, verify_every=2)
     assert s.zero_copy is False and s.cpu_copies_per_frame == 1
@@ -70,6 +88,13 @@ def _set_ctrl(path, name, value=1):
         raw.s_ctrl(dev.fileno(), ctrl[0].id, value)
 
 
+@pytest.fixture(params=[True, False], ids=["c-loop", "python-loop"])
+def c_loop(request):
+    """Error injection through both loops: the C flip loop hands a failed
+    DQBUF/QBUF back to Python, which must count and survive it the same way."""
+    return request.param
+
+
 def _inject_during(vivid_path, vkms_path, name, frames=20, **kw):
     """Run the chain and fire vivid's error control once it is streaming."""
     fired = []
@@ -79,28 +104,31 @@ def _inject_during(vivid_path, vkms_path, name, frames=20, **kw):
             _set_ctrl(vivid_path, name)
             fired.append(s.frames_captured)
 
+    # the C loop runs between writebacks: space them out so that it meets the errors
+    every = 8 if kw.get("c_loop", True) else 3
     p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
-                                    frames=frames, verify=True, verify_every=3, **kw),
+                                    frames=frames, verify=True, verify_every=every, **kw),
                      on_status=status, status_interval=0.05)
     s = p.run()
     assert fired, "the run ended before the error could be injected"
+    assert (s.c_loop_commits > 0) == kw.get("c_loop", True)
     return s
 
 
-def test_injected_buffer_error_is_counted_and_never_shown(vivid_path, vkms_path, no_leaks):
-    s = _inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR")
+def test_injected_buffer_error_is_counted_and_never_shown(vivid_path, vkms_path, no_leaks, c_loop):
+    s = _inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR", c_loop=c_loop)
     assert s.buffer_errors >= 1
     assert s.frames_captured == 20 and s.verify["mismatched"] == 0
 
 
-def test_injected_qbuf_error_loses_no_buffer(vivid_path, vkms_path, no_leaks):
-    s = _inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", frames=30)
+def test_injected_qbuf_error_loses_no_buffer(vivid_path, vkms_path, no_leaks, c_loop):
+    s = _inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", frames=30, c_loop=c_loop)
     assert s.v4l2_errors["requeue"] >= 1
     assert s.frames_captured == 30 and s.verify["mismatched"] == 0
 
 
-def test_injected_fatal_streaming_error_restarts_the_queue(vivid_path, vkms_path, no_leaks):
-    s = _inject_during(vivid_path, vkms_path, "Inject Fatal Streaming Error")
+def test_injected_fatal_streaming_error_restarts_the_queue(vivid_path, vkms_path, no_leaks, c_loop):
+    s = _inject_during(vivid_path, vkms_path, "Inject Fatal Streaming Error", c_loop=c_loop)
     assert s.v4l2_errors["stream_restarts"] >= 1
     assert s.frames_captured == 20 and s.verify["mismatched"] == 0
 

@@ -50,14 +50,16 @@ def gst(io_mode: str, frames: int) -> list[str]:
             "!", "kmssink", "driver-name=vkms"]
 
 
-def sits(memory: str, frames: int) -> list[str]:
+def sits(memory: str, frames: int, *extra: str) -> list[str]:
     return [*SITS, "capture", "--to-kms", "--device", "/dev/video0", "--format", "XR24",
-            "--size", f"{W}x{H}", "--fps", str(FPS), "--memory", memory, "--frames", str(frames), "--json"]
+            "--size", f"{W}x{H}", "--fps", str(FPS), "--memory", memory, "--frames", str(frames), "--json", *extra]
 
 
 PIPELINES = {
     "sits mmap (EXPBUF) -> KMS": lambda n: sits("mmap", n),
     "sits udmabuf -> KMS": lambda n: sits("udmabuf", n),
+    # every frame through the Python loop, no C flip loop: what the C loop buys
+    "sits mmap, Python loop -> KMS": lambda n: sits("mmap", n, "--python-loop"),
     "gst v4l2src io-mode=dmabuf ! kmssink": lambda n: gst("dmabuf", n),
     "gst v4l2src io-mode=mmap ! kmssink": lambda n: gst("mmap", n),
 }
@@ -106,7 +108,7 @@ class Run:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         self.out, self.err = "".join(chunks["out"]), "".join(chunks["err"])
-        words = " ".join(a for a in argv if a.startswith(("io-mode", "num-buffers", "mmap", "udmabuf", "--frames"))
+        words = " ".join(a for a in argv if a.startswith(("io-mode", "num-buffers", "mmap", "udmabuf", "--frames", "--python"))
                          or a.isdigit())
         print(f"bench: {argv[0].rsplit('/', 1)[-1]} {words} -> {self.cpu:.2f} s CPU in {self.exit_s:.1f} s",
               file=sys.stderr, flush=True)
