@@ -11,8 +11,14 @@ import sys
 from sits.errors import SitsError
 
 
+COMMANDS = ("doctor", "probe", "bench", "capture")
+
+
 @functools.cache
-def _app():
+def _app(only: str | None = None):
+    """The typer app; with `only`, just that sub-command is registered:
+    importing the others (the probe and bench modules and what they pull
+    in) costs seconds of a `sits capture` start in the test VM."""
     # typer (and the pydantic it brings) costs ~80 ms: built only when used
     import typer
 
@@ -28,7 +34,7 @@ def _app():
     def _root() -> None:
         """Zero-copy V4L2 -> dma-buf -> KMS/CUDA video chains and eBPF latency probes."""
 
-    _register(app)
+    _register(app, only)
     return app
 
 
@@ -38,28 +44,32 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def _register(app) -> None:
+def _register(app, only: str | None = None) -> None:
     # Each sub-command lives in its own module next to this one.
-    from sits.cli import doctor
-    app.command("doctor")(doctor.doctor)
-    try:
-        from sits.cli import probe
-    except ImportError:
-        pass
-    else:
-        app.add_typer(probe.typer_app(), name="probe")
-    try:
-        from sits.cli import bench
-    except ImportError:
-        pass
-    else:
-        app.add_typer(bench.app, name="bench")
-    try:
-        from sits.cli import capture
-    except ImportError:
-        pass
-    else:
-        app.command("capture")(capture.capture)
+    if only in (None, "doctor"):
+        from sits.cli import doctor
+        app.command("doctor")(doctor.doctor)
+    if only in (None, "probe"):
+        try:
+            from sits.cli import probe
+        except ImportError:
+            pass
+        else:
+            app.add_typer(probe.typer_app(), name="probe")
+    if only in (None, "bench"):
+        try:
+            from sits.cli import bench
+        except ImportError:
+            pass
+        else:
+            app.add_typer(bench.app, name="bench")
+    if only in (None, "capture"):
+        try:
+            from sits.cli import capture
+        except ImportError:
+            pass
+        else:
+            app.command("capture")(capture.capture)
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":  # noqa: F821
@@ -86,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         # standalone mode: click prints usage errors itself (exit 2) and
         # raises SystemExit with the command's code.
-        _app()(args=argv, prog_name="sits")
+        args = sys.argv[1:] if argv is None else argv
+        only = args[0] if args and args[0] in COMMANDS else None
+        _app(only)(args=argv, prog_name="sits")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except SitsError as exc:

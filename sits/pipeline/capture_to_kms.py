@@ -19,17 +19,13 @@ import select
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from sits._kernel import lib
 from sits.drm.card import Card, card_paths
 from sits.drm.framebuffer import DumbBuffer, Framebuffer
 from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, SitsError, UsageError
 from sits.formats import BY_V4L2, drm_for_v4l2
-from sits.pipeline import convert, verify
 from sits.pipeline.fast_path import STAYS, FlipLoop
-from sits.pipeline.png import write_png
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 
@@ -94,10 +90,19 @@ class Summary:
 
 
 def percentiles(values: list[float]) -> dict:
+    """p50/p95/p99 with linear interpolation between the closest ranks
+    (numpy.percentile's default), without numpy: the zero-copy path never
+    touches pixels, so a capture run need not import it at all."""
     if not values:
         return {"p50": None, "p95": None, "p99": None}
-    a = np.asarray(values)
-    return {f"p{q}": round(float(np.percentile(a, q)), 3) for q in (50, 95, 99)}
+    a = sorted(values)
+    out = {}
+    for q in (50, 95, 99):
+        pos = (len(a) - 1) * q / 100
+        lo = int(pos)
+        hi = min(lo + 1, len(a) - 1)
+        out[f"p{q}"] = round(a[lo] + (a[hi] - a[lo]) * (pos - lo), 3)
+    return out
 
 
 class _Shown:
@@ -174,6 +179,7 @@ class CaptureToKms:
         for code in BY_V4L2:
             if code in offered and drm_for_v4l2(code) in showable:
                 return code
+        from sits.pipeline import convert
         for code in offered:
             if code in convert.CONVERTERS:
                 return code
@@ -198,6 +204,8 @@ class CaptureToKms:
         drm_code = drm_for_v4l2(code)
         showable = KmsOutput.supported_formats(card, o.connector)
         self.zero_copy = drm_code in showable
+        if not self.zero_copy:
+            from sits.pipeline import convert  # numpy: only the conversion path needs it
         if not self.zero_copy and code not in convert.CONVERTERS:
             raise UsageError(f"no plane shows {code} and sits cannot convert it; "
                              f"planes show {' '.join(showable)}")
@@ -492,6 +500,9 @@ class CaptureToKms:
         if self.zero_copy:
             fb = self._fb_for_buffer(frame.buffer)
         else:
+            import numpy as np
+
+            from sits.pipeline import convert
             dumb = self._dumbs[self._dumb_i % len(self._dumbs)]
             self._dumb_i += 1
             with frame.dmabuf.cpu_access() as m:
@@ -552,6 +563,9 @@ class CaptureToKms:
         shown = self._on_screen
         if shown is None or shown.frame is None or not shown.frame.buffer.leased:
             return False
+        import numpy as np
+
+        from sits.pipeline import convert
         frame = shown.frame
         f = frame.format
         bpp = BY_V4L2[f.fourcc].bpp
@@ -643,6 +657,10 @@ class CaptureToKms:
                                      or (o.frames and self.summary.frames_captured >= o.frames))
 
     def _check_writeback(self, payload) -> None:
+        import numpy as np
+
+        from sits.pipeline import verify
+        from sits.pipeline.png import write_png
         frame, lease, dumb = payload
         s, o = self.summary, self.opts
         wb = self._wb

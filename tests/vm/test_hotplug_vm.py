@@ -1,0 +1,36 @@
+"""The uevent monitor against the VM kernel's real messages."""
+import select
+
+import pytest
+
+from sits.pipeline.hotplug import HotplugMonitor
+
+pytestmark = pytest.mark.vm
+
+
+def test_monitor_reports_a_video4linux_uevent(vivid_path, no_leaks):
+    name = vivid_path.rsplit("/", 1)[-1]
+    with open(f"/sys/class/video4linux/{name}/uevent", "w") as f:
+        mon = HotplugMonitor()
+        try:
+            f.write("change")   # the kernel sends a synthetic "change" uevent
+            f.flush()
+            events = []
+            while not events and select.select([mon], [], [], 5)[0]:
+                events = mon.read()
+        finally:
+            mon.close()
+    assert events, "no uevent within 5 s"
+    e = events[0]
+    assert (e.action, e.subsystem, e.devname) == ("change", "video4linux", vivid_path)
+
+
+def test_monitor_ignores_other_subsystems(vivid_path):
+    mon = HotplugMonitor(subsystems=("drm",))
+    try:
+        with open(f"/sys/class/video4linux/{vivid_path.rsplit('/', 1)[-1]}/uevent", "w") as f:
+            f.write("change")
+        select.select([mon], [], [], 2)
+        assert mon.read() == []
+    finally:
+        mon.close()
