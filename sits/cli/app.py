@@ -69,7 +69,7 @@ def _register(app, only: str | None = None) -> None:
         except ImportError:
             pass
         else:
-            app.command("capture")(capture.capture)
+            app.command("capture")(capture.typer_command())
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":  # noqa: F821
@@ -80,11 +80,15 @@ def fail(message: str, code: int = 1) -> "typer.Exit":  # noqa: F821
 
 
 def _fast(argv: list[str]):
-    """`sits probe audit|top|export` with well-formed options: run without
-    typer, so that the probes attach sooner (sits.cli.probe.fast_command)."""
+    """`sits probe audit|top|export` and `sits capture` with well-formed
+    options: run without typer, so that the probes attach sooner and the
+    capture starts sooner (sits.cli.fastargs)."""
     if len(argv) >= 2 and argv[0] == "probe":
         from sits.cli import probe
         return probe.fast_command(argv[1:])
+    if argv and argv[0] == "capture":
+        from sits.cli import capture
+        return capture.fast_command(argv[1:])
     return None
 
 

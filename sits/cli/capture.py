@@ -1,12 +1,27 @@
 """`sits capture --to-kms`: the zero-copy chain from a camera to a display."""
+import functools
 import json
 import re
 import signal
 import sys
 
-import typer
-
+from sits.cli import fastargs
 from sits.errors import UsageError
+
+#: option -> (run_capture keyword, kind); must match typer_command() (a unit test checks)
+OPTIONS = {
+    "--to-kms": ("to_kms", fastargs.FLAG), "--device": ("device", fastargs.STR),
+    "--card": ("card", fastargs.STR), "--connector": ("connector", fastargs.STR),
+    "--format": ("fmt", fastargs.STR), "--size": ("size", fastargs.STR), "--fps": ("fps", fastargs.INT),
+    "--frames": ("frames", fastargs.INT), "--duration": ("duration", fastargs.FLOAT),
+    "--memory": ("memory", fastargs.STR), "--buffers": ("buffers", fastargs.INT),
+    "--verify": ("verify", fastargs.FLAG), "--verify-every": ("verify_every", fastargs.INT),
+    "--snapshot": ("snapshot", fastargs.STR), "--reconnect": ("reconnect", fastargs.FLAG),
+    "--json": ("as_json", fastargs.FLAG), "--python-loop": ("python_loop", fastargs.FLAG),
+}
+#: keyword -> (min, max) as typer declares them; out of range goes to typer's message
+LIMITS = {"fps": (1, None), "frames": (1, None), "duration": (0.1, None), "buffers": (2, 32),
+          "verify_every": (1, None)}
 
 
 def _size(text: str | None) -> tuple[int, int] | None:
@@ -29,26 +44,12 @@ def _status_line(s) -> str:
             f"capture->flip p50 {p50} ms p95 {p95} ms  cpu {s.cpu_ms_per_frame:.2f} ms/frame")
 
 
-def capture(
-    to_kms: bool = typer.Option(False, "--to-kms", help="Show the frames on a KMS display (zero-copy when a plane can)."),
-    device: str = typer.Option(None, "--device", help="V4L2 capture device (default: the first one)."),
-    card: str = typer.Option(None, "--card", help="DRM card (default: the first with a connected display)."),
-    connector: str = typer.Option(None, "--connector", help="Connector name, e.g. HDMI-A-1 or Virtual-1."),
-    fmt: str = typer.Option(None, "--format", help="Camera fourcc, e.g. XR24, AR24, RGBP, YUYV."),
-    size: str = typer.Option(None, "--size", help="WxH, e.g. 1280x720."),
-    fps: int = typer.Option(None, "--fps", min=1, help="Frame rate to ask the camera for."),
-    frames: int = typer.Option(None, "--frames", min=1, help="Stop after N captured frames."),
-    duration: float = typer.Option(None, "--duration", min=0.1, help="Stop after SECONDS."),
-    memory: str = typer.Option("mmap", "--memory", help="mmap (driver buffers, exported) | heap | udmabuf."),
-    buffers: int = typer.Option(4, "--buffers", min=2, max=32, help="Capture buffers."),
-    verify: bool = typer.Option(False, "--verify", help="Compare shown pixels (writeback) with captured ones."),
-    verify_every: int = typer.Option(10, "--verify-every", min=1, help="Verify every N-th displayed frame."),
-    snapshot: str = typer.Option(None, "--snapshot", help="Write what was on screen (writeback) as a PNG."),
-    reconnect: bool = typer.Option(False, "--reconnect", help="Wait for a vanished camera and resume."),
-    as_json: bool = typer.Option(False, "--json", help="No status line; print the summary as one JSON object."),
-    python_loop: bool = typer.Option(False, "--python-loop", hidden=True,
-                                     help="Run every frame through the Python loop (no C flip loop); for comparison."),
-) -> None:
+def run_capture(to_kms: bool = False, device: str | None = None, card: str | None = None,
+                connector: str | None = None, fmt: str | None = None, size: str | None = None,
+                fps: int | None = None, frames: int | None = None, duration: float | None = None,
+                memory: str = "mmap", buffers: int = 4, verify: bool = False, verify_every: int = 10,
+                snapshot: str | None = None, reconnect: bool = False, as_json: bool = False,
+                python_loop: bool = False) -> None:
     """Capture from V4L2 and show on DRM/KMS, zero-copy where the display can."""
     from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
     if not to_kms:
@@ -109,3 +110,48 @@ def capture(
         con.print(f"  snapshot: {data['snapshot']}")
     if summary.stopped_by == "signal":
         con.print("  stopped by signal")
+
+
+def fast_command(argv: list[str]):
+    """run_capture for a well-formed command line, or None (typer handles
+    it): `sits capture` then starts without building typer's parameters."""
+    kw = fastargs.parse(OPTIONS, argv)
+    if kw is None:
+        return None
+    for name, (lo, hi) in LIMITS.items():
+        v = kw.get(name)
+        if v is not None and (v < lo or (hi is not None and v > hi)):
+            return None
+    return functools.partial(run_capture, **kw)
+
+
+def typer_command():
+    """`sits capture` declared for typer: --help, usage errors, and any
+    command line fast_command leaves alone."""
+    import typer
+
+    def capture(
+        to_kms: bool = typer.Option(False, "--to-kms", help="Show the frames on a KMS display (zero-copy when a plane can)."),
+        device: str = typer.Option(None, "--device", help="V4L2 capture device (default: the first one)."),
+        card: str = typer.Option(None, "--card", help="DRM card (default: the first with a connected display)."),
+        connector: str = typer.Option(None, "--connector", help="Connector name, e.g. HDMI-A-1 or Virtual-1."),
+        fmt: str = typer.Option(None, "--format", help="Camera fourcc, e.g. XR24, AR24, RGBP, YUYV."),
+        size: str = typer.Option(None, "--size", help="WxH, e.g. 1280x720."),
+        fps: int = typer.Option(None, "--fps", min=1, help="Frame rate to ask the camera for."),
+        frames: int = typer.Option(None, "--frames", min=1, help="Stop after N captured frames."),
+        duration: float = typer.Option(None, "--duration", min=0.1, help="Stop after SECONDS."),
+        memory: str = typer.Option("mmap", "--memory", help="mmap (driver buffers, exported) | heap | udmabuf."),
+        buffers: int = typer.Option(4, "--buffers", min=2, max=32, help="Capture buffers."),
+        verify: bool = typer.Option(False, "--verify", help="Compare shown pixels (writeback) with captured ones."),
+        verify_every: int = typer.Option(10, "--verify-every", min=1, help="Verify every N-th displayed frame."),
+        snapshot: str = typer.Option(None, "--snapshot", help="Write what was on screen (writeback) as a PNG."),
+        reconnect: bool = typer.Option(False, "--reconnect", help="Wait for a vanished camera and resume."),
+        as_json: bool = typer.Option(False, "--json", help="No status line; print the summary as one JSON object."),
+        python_loop: bool = typer.Option(False, "--python-loop", hidden=True,
+                                         help="Every frame through the Python loop (no C flip loop); for comparison."),
+    ) -> None:
+        """Capture from V4L2 and show on DRM/KMS, zero-copy where the display can."""
+        run_capture(to_kms, device, card, connector, fmt, size, fps, frames, duration, memory, buffers,
+                    verify, verify_every, snapshot, reconnect, as_json, python_loop)
+
+    return capture

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 
+from sits.cli import fastargs
 from sits.errors import UsageError
 
 PROBES_HELP = "comma-separated groups: syscalls,ioctl,fence,v4l2,drm,avcodec"
@@ -409,7 +410,8 @@ def run_export(listen="127.0.0.1:9435", probes=None, pid=None, comm=None, cgroup
 
 # -- argv without typer ---------------------------------------------------------------
 
-_FLAG, _STR, _INT, _FLOAT, _INTS, _STRS = "flag", "str", "int", "float", "ints", "strs"
+_FLAG, _STR, _INT, _FLOAT, _INTS, _STRS = (fastargs.FLAG, fastargs.STR, fastargs.INT, fastargs.FLOAT,
+                                          fastargs.INTS, fastargs.STRS)
 _FILTERS = {"--probes": ("probes", _STR), "--pid": ("pid", _INTS), "--comm": ("comm", _STR),
             "--cgroup": ("cgroup", _STR), "--lib": ("lib", _STR)}
 #: option -> (run_* keyword, kind); must match typer_app() (a unit test checks)
@@ -426,7 +428,6 @@ OPTIONS = {
     "export": {**_FILTERS, "--listen": ("listen", _STR), "--interval": ("interval", _FLOAT),
                "--duration": ("duration", _FLOAT)},
 }
-_CONVERT = {_STR: str, _INT: int, _FLOAT: float, _INTS: int, _STRS: str}
 
 
 def parse_fast(name: str, argv: list[str]) -> dict | None:
@@ -436,42 +437,7 @@ def parse_fast(name: str, argv: list[str]) -> dict | None:
     table = OPTIONS.get(name)
     if table is None:
         return None
-    kw: dict = {}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if arg == "--":
-            if name != "audit" or i == len(argv):
-                return None
-            kw["command"] = argv[i:]
-            break
-        opt, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", None)
-        spec = table.get(opt)
-        if spec is None:
-            return None
-        dest, kind = spec
-        if kind == _FLAG:
-            if eq:
-                return None
-            kw[dest] = True
-            continue
-        if not eq:
-            if i == len(argv):
-                return None
-            value = argv[i]
-            i += 1
-            if value.startswith("-"):
-                return None  # a value or a forgotten one: click decides
-        try:
-            value = _CONVERT[kind](value)
-        except ValueError:
-            return None
-        if kind in (_INTS, _STRS):
-            kw.setdefault(dest, []).append(value)
-        else:
-            kw[dest] = value
-    return kw
+    return fastargs.parse(table, argv, command=name == "audit")
 
 
 def fast_command(argv: list[str]):
