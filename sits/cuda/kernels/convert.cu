@@ -763,6 +763,50 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #define SITS_INT_SHORT_MIN_BLOCKS 5
 #endif
 
+#ifndef SITS_INT_PREFETCH
+#define SITS_INT_PREFETCH 1
+#endif
+#ifndef SITS_INT_PREFETCH_AHEAD
+#define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
+#endif
+
+// The rows the footprints of content rows [a, b) cover, from `plane` (at the
+// first word of the crop) to the same column of the row after the last:
+// into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
+__device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
+                                                  int b) {
+    const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
+#ifndef SITS_EMULATE
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                 :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
+#else
+    (void)plane; (void)stride; (void)r0; (void)r1;
+#endif
+}
+
+// The block about one wave of resident blocks (`per_sm` an SM) after this
+// one, as blocks start in launch order: its footprint rows into L2, so that
+// its loads hit L2 rather than wait for DRAM.
+__device__ __forceinline__ void int_prefetch_ahead(const Params& p, const Span* spans, const unsigned long long* T,
+                                                   bool planar, int per_sm) {
+    unsigned int nsm = 132;
+#ifndef SITS_EMULATE
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+#endif
+    const unsigned int L = blockIdx.y * gridDim.x + blockIdx.x + nsm * per_sm;  // (launches < 2^32 blocks)
+    if (L >= gridDim.x * gridDim.y) return;
+    const int bn = (int)(L / gridDim.x), bx = (int)(L - bn * gridDim.x);
+    // (32-bit products: a wrong band for outputs over 65535 rows only misdirects a prefetch)
+    const int a = imax((int)((unsigned int)p.out_h * bx / gridDim.x) - p.content_y, 0);
+    const int b = imin((int)((unsigned int)p.out_h * (bx + 1) / gridDim.x) - p.content_y, p.content_h);
+    if (a >= b) return;
+    int_prefetch_rows(reinterpret_cast<const unsigned char*>(T[1 + 2 * bn]) + 4LL * p.word_start0, p.stride0, spans, a, b);
+    if (planar) {
+        int_prefetch_rows(reinterpret_cast<const unsigned char*>(T[2 + 2 * bn]) + 4LL * p.word_start1, p.stride1,
+                          spans + p.span_rows1, a, b);
+    }
+}
+
 #ifndef SITS_INT_THREADS
 #define SITS_INT_THREADS 256
 #endif
@@ -802,6 +846,11 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         }
         __syncthreads();
     }
+    // SHORT: once this block's own loads are done, the footprint rows of the
+    // block about one wave of resident blocks later go into L2 (measured:
+    // 640 outputs 12% faster; for the taller footprints of 224 outputs
+    // slower or no better, and at the kernel's start slower everywhere).
+    if (SHORT && SITS_INT_PREFETCH && threadIdx.x == 0) int_prefetch_ahead(p, spans, T, Tr::planar, SITS_INT_PREFETCH_AHEAD);
     // Every footprint row has the same length, so 1 / (footprint * q) is one per plane.
     const float sy0 = spans[0].scale, sy1 = spans[Tr::planar ? p.span_rows1 : 0].scale;
     // Rows [yc0, yc1) of the band are content; the rest letterbox fill.
