@@ -9,6 +9,14 @@
  * the state in struct sits_flip_loop, which Python turns back into its Frame,
  * lease and fence objects (sits/pipeline/fast_path.py). One owner at a time:
  * while C runs, the buffers and fences named in the struct are C's.
+ *
+ * One wake-up a frame: the DRM fd leaves the epoll set while C runs and the
+ * flip event is read when the next frame is dequeued (a flip takes at most
+ * a refresh; frames come slower than that or are dropped anyway). The DRM fd
+ * is watched again only while a frame waits for the flip, or while too few
+ * buffers are left with the driver to wait for the next frame. Under the
+ * test VM's emulated CPU a wake-up (two context switches) costs about a
+ * third of the loop's CPU per frame.
  */
 #ifndef SITS_FLIP_LOOP_H
 #define SITS_FLIP_LOOP_H
@@ -62,6 +70,7 @@ struct sits_flip_loop {
 	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
 	int32_t samples_cap, latency_n, submit_n;
 	int32_t err, err_op, err_index;
+	int32_t dfd_watched;        /* the DRM fd is in the epoll set (Python: 0 on entry) */
 };
 
 static int64_t sits_loop_now(void)
@@ -135,6 +144,26 @@ static int sits_loop_commit(struct sits_flip_loop *L)
 	return 0;
 }
 
+/* Watch the DRM fd while a flip event is worth a wake-up of its own. */
+static int sits_loop_sync_watch(struct sits_flip_loop *L)
+{
+	int held = (L->next.index >= 0) + (L->pending.index >= 0) + (L->on_screen.index >= 0);
+	int want = L->pending.index != SITS_LOOP_NONE
+		   && (L->next.index >= 0 || (int)L->nbufs - held < 2);
+	if (want == L->dfd_watched)
+		return 0;
+	struct epoll_event ev;
+	memset(&ev, 0, sizeof ev);
+	ev.events = EPOLLIN;
+	ev.data.fd = L->dfd;
+	if (epoll_ctl(L->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, L->dfd, &ev) < 0)
+		return sits_loop_fail(L, SITS_OP_EPOLL, -1);
+	L->dfd_watched = want;
+	return 0;
+}
+
+static int sits_loop_flip_events(struct sits_flip_loop *L);
+
 static int sits_loop_try_commit(struct sits_flip_loop *L)
 {
 	if (L->pending.index != SITS_LOOP_NONE || L->next.index < 0)
@@ -181,6 +210,8 @@ static int sits_loop_capture(struct sits_flip_loop *L)
 		if (sits_loop_qbuf(L, dropped))
 			return SITS_LOOP_ERROR;
 	}
+	if (L->pending.index != SITS_LOOP_NONE && !L->dfd_watched)
+		return sits_loop_flip_events(L);    /* the last flip's event, read now; it commits */
 	return sits_loop_try_commit(L);
 }
 
@@ -218,7 +249,7 @@ static int sits_loop_flip_events(struct sits_flip_loop *L)
 			continue;
 		struct drm_event_vblank *v = (struct drm_event_vblank *)e;
 		if (L->pending.index == SITS_LOOP_NONE || v->user_data != L->pending.tag)
-			continue;
+			continue;   /* not ours: a commit of Python's before a mode change, say */
 		if (L->pending.index >= 0) {
 			L->displayed++;
 			int64_t flip_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
@@ -241,10 +272,21 @@ static int sits_loop_flip_events(struct sits_flip_loop *L)
 	return sits_loop_try_commit(L);
 }
 
+/* After each event: the DRM fd watched or not, as sits_loop_sync_watch says. */
+static int sits_loop_settle(struct sits_flip_loop *L, int r)
+{
+	if (r)
+		return r;
+	return sits_loop_sync_watch(L);
+}
+
 static int sits_flip_loop_run(struct sits_flip_loop *L, int timeout_ms)
 {
 	int64_t end = sits_loop_now() + (int64_t)timeout_ms * 1000000;
 	struct epoll_event ev[8];
+	int r0 = sits_loop_sync_watch(L);
+	if (r0)
+		return r0;
 	for (;;) {
 		if (L->frames_limit && L->captured >= L->frames_limit)
 			return SITS_LOOP_FRAMES;
@@ -261,9 +303,9 @@ static int sits_flip_loop_run(struct sits_flip_loop *L, int timeout_ms)
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd, r = 0;
 			if (fd == L->vfd && (ev[i].events & EPOLLIN))
-				r = sits_loop_capture(L);
+				r = sits_loop_settle(L, sits_loop_capture(L));
 			else if (fd == L->dfd)
-				r = sits_loop_flip_events(L);
+				r = sits_loop_settle(L, sits_loop_flip_events(L));
 			else
 				wake = 1;   /* level-triggered: Python's poll sees it again */
 			if (r)

@@ -9,6 +9,8 @@ display leases and SyncFiles, so the Python loop goes on exactly where C
 stopped. Between `enter()` and `leave()` the buffers and fences named in the
 struct are C's: nothing in Python holds them.
 """
+import select
+
 from sits._kernel import ffi, lib
 from sits.dmabuf.sync_file import SyncFile
 from sits.errors import IoctlError, KernelCallError
@@ -90,6 +92,10 @@ class FlipLoop:
         L.dequeued = L.buffer_errors = L.latency_n = L.submit_n = 0
         L.frames_limit = p.opts.frames or 0
         L.hand_back_displayed, L.hand_back_captured = p._writeback_due()
+        # C reads flip events when the next frame comes and watches the DRM
+        # fd only when it must (csrc/sits_flip_loop.h)
+        p._poller.unregister(card.fileno())
+        L.dfd_watched = 0
         self.active = True
 
     @staticmethod
@@ -145,6 +151,8 @@ class FlipLoop:
             return
         self.active = False
         p, L = self.p, self.L
+        if not L.dfd_watched:
+            p._poller.register(p.card.fileno(), select.EPOLLIN)
         cap = p.cap
         held = {f.index for f in (L.next, L.pending, L.on_screen, L.retire) if f.index >= 0}
         failed = L.err_index if code == lib.SITS_LOOP_ERROR and L.err_op == lib.SITS_OP_QBUF else -1
