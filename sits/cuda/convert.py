@@ -67,7 +67,7 @@ class DeviceFrame:
 @functools.cache
 def _module():
     cp = cupy()
-    source = K.KERNEL_SOURCE_PATH.read_text()
+    source = K.kernel_source()
     names = K.all_kernel_names()
     try:
         mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=names)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,20 @@ from sits.cuda.formats import Plan
 from sits.errors import UsageError
 
 KERNEL_SOURCE_PATH = Path(__file__).with_name("kernels") / "convert.cu"
+
+
+def kernel_defines() -> dict[str, str]:
+    """Compile-time variants of kernels/convert.cu for the GPU build and the CPU
+    emulator alike: SITS_CUDA_DEFINES in the environment, NAME=VALUE items
+    separated by commas or spaces (NAME alone means NAME=1), e.g.
+    SITS_CUDA_DEFINES=SITS_INT_TAIL=1,SITS_INT_WORDSUM=1."""
+    text = os.environ.get("SITS_CUDA_DEFINES", "")
+    return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
+
+
+def kernel_source() -> str:
+    """The kernel text with the kernel_defines() in front."""
+    return "".join(f"#define {k} {v}\n" for k, v in kernel_defines().items()) + KERNEL_SOURCE_PATH.read_text()
 
 # (name, count, kind) in the order of `struct Params` in kernels/convert.cu;
 # every field is 4 bytes (tests/unit/test_cuda_kernel_params.py checks the match).

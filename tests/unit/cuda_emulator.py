@@ -125,6 +125,7 @@ def library() -> ctypes.CDLL:
     (tmp / "driver.cpp").write_text(DRIVER)
     so = tmp / "emu.so"
     cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
+           *(f"-D{k}={v}" for k, v in K.kernel_defines().items()),
            "-I", str(K.KERNEL_SOURCE_PATH.parent), str(tmp / "driver.cpp"), "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:

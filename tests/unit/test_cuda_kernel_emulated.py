@@ -170,6 +170,27 @@ def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band, mon
     assert R.max_error(got, R.convert_batch(batch, plan), dtype) <= 1.0
 
 
+# SHORT outputs wider than two pixels for each of a block's 256 threads (as
+# 640): the pairs past the last full pass (SITS_INT_TAIL spreads them as
+# (pair, row) items when the band has no letterbox rows; an odd width or a
+# letterbox keeps them per column).
+WIDE_SHAPES = [((650, 7), {}, None), ((650, 7), {}, 3), ((625, 7), {}, 3),
+               ((650, 9), dict(letterbox=True), 3), ((640, 5), dict(crop=(16, 2, 960, 10)), 2)]
+
+
+@pytest.mark.parametrize("size, options, band", WIDE_SHAPES)
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
+def test_area_integer_wide_short(fmt, size, options, band, monkeypatch):
+    from sits.cuda import kernel as K
+    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    src = integer_source(fmt, 1000, 12)
+    plan = make_plan(src, OutputSpec(*size, dtype="float16"), resize="area", pad_rgb=(0.2, 0.4, 0.6), **options)
+    assert K.area_integer(plan, 4) and K.area_int_short(plan)
+    batch = frames(src, 2, seed=hash((fmt, size, band)) % 2**32)
+    batch[0][:] = 255
+    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float16") <= 1.0
+
+
 def test_area_integer_choice():
     # Exact weights whose sums fit: the integer kernel; otherwise, and for the
     # 4-byte kernel, P010 and RGB, the float kernel.

@@ -678,16 +678,51 @@ __device__ __forceinline__ uint4 int_col(const unsigned char* tables, int offset
     return __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
 }
 
+#ifndef SITS_INT_WORDSUM
+#define SITS_INT_WORDSUM 0
+#endif
+
+// Words w[k0..k1) as (sum of their low halves, sum of their high halves):
+// S sums whole words (mod 2^32) and T their high halves, two words a step
+// (one 3-input add and two shift-adds); the low halves' sum is then
+// S - (T << 16), exact while it is under 2^32 (the host checks
+// 65535 * a column's weights < 2^32).
+__device__ __forceinline__ void int_word_sums(const unsigned int* w, int k0, int k1, unsigned int& lo, unsigned int& hi) {
+    unsigned int S = 0u, T = 0u;
+    int k = k0;
+    #pragma unroll 1
+    for (; k + 2 <= k1; k += 2) {
+        const unsigned int x0 = w[k], x1 = w[k + 1];
+        S += x0 + x1;
+        T += (x0 >> 16) + (x1 >> 16);
+    }
+    if (k < k1) { const unsigned int x = w[k]; S += x; T += x >> 16; }
+    hi = T;
+    lo = S - (T << 16);
+}
+
 // Weighted sum of 16-bit column sums: W0 * first + q * (between) + W1 * last.
+// SITS_INT_WORDSUM: the samples between read as 32-bit words (two samples
+// each, int_word_sums), an odd one at either end alone.
 __device__ __forceinline__ unsigned int int_box(const unsigned short* s, const uint4& e) {
     const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
     const unsigned short* q = s + i0;
+#if SITS_INT_WORDSUM
+    int a = i0 + 1, b = i0 + n - 1;  // the samples between: s[a..b)
+    unsigned int mid = 0u;
+    if (a < b && (a & 1)) mid = s[a++];
+    if (a < b && (b & 1)) mid += s[--b];
+    unsigned int lo, hi;
+    int_word_sums(reinterpret_cast<const unsigned int*>(s), a >> 1, b >> 1, lo, hi);
+    return (e.y & 0xffffu) * q[0] + (e.y >> 16) * q[n - 1] + (mid + lo + hi) * e.z;
+#else
     unsigned int mid = 0u, mid2 = 0u;
     int i = 1;
     #pragma unroll 1
     for (; i + 2 <= n - 1; i += 2) { mid += q[i]; mid2 += q[i + 1]; }
     if (i < n - 1) mid += q[i];
     return (e.y & 0xffffu) * q[0] + (e.y >> 16) * q[n - 1] + (mid + mid2) * e.z;
+#endif
 }
 
 // The same for (U, V) pairs packed in 32-bit words.
@@ -695,8 +730,12 @@ __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, 
     const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
     const unsigned int* q = s + i0;
     unsigned int mu = 0u, mv = 0u;
+#if SITS_INT_WORDSUM
+    int_word_sums(q, 1, n - 1, mu, mv);
+#else
     #pragma unroll 1
     for (int i = 1; i < n - 1; ++i) { const unsigned int w = q[i]; mu += w & 0xffffu; mv += w >> 16; }
+#endif
     const unsigned int f = q[0], l = q[n - 1], W0 = e.y & 0xffffu, W1 = e.y >> 16;
     u = W0 * (f & 0xffffu) + W1 * (l & 0xffffu) + mu * e.z;
     v = W0 * (f >> 16) + W1 * (l >> 16) + mv * e.z;
@@ -769,6 +808,27 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #ifndef SITS_INT_PREFETCH_AHEAD
 #define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
 #endif
+// General path (taller footprints): the block's own footprint rows past its
+// first output row's go into L2 with one bulk prefetch a plane at the start,
+// so that the loads of the band's later rows hit L2 (an experiment, off).
+#ifndef SITS_INT_OWN_PREFETCH
+#define SITS_INT_OWN_PREFETCH 0
+#endif
+// SHORT with pairs: the pixel pairs past the last full pass of the block's
+// threads (640 outputs: pairs 256..319) are spread as (pair, row) items over
+// all threads instead of a pair's whole column to each of a few threads, when
+// the band has no letterbox rows and those columns are content (an
+// experiment, off).
+#ifndef SITS_INT_TAIL
+#define SITS_INT_TAIL 0
+#endif
+// The vertical phase as (plane, output row, group) items spread over the
+// block's threads, instead of a group's every row to one thread: NV12's
+// luma (taller footprints) and chroma work then fall evenly on all threads
+// (an experiment, off).
+#ifndef SITS_INT_ITEMS
+#define SITS_INT_ITEMS 0
+#endif
 
 // The rows the footprints of content rows [a, b) cover, from `plane` (at the
 // first word of the crop) to the same column of the row after the last:
@@ -834,14 +894,37 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int bd = blockDim.x, aligned = (groups0 + 31) & ~31;
         const int start1 = (aligned + groups1 + bd - 1) / bd == (groups0 + groups1 + bd - 1) / bd ? aligned : groups0;
         const int groups = Tr::planar ? start1 + groups1 : groups0;
-        for (int g = threadIdx.x; g < groups; g += bd) {
-            if (!Tr::planar || g < groups0) {
-                int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                      s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
-            } else if (g >= start1) {
-                const int h = g - start1;
-                int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
-                                      s + 8 * h, p.smem_off1, p.smem_row);
+        if (!SHORT && SITS_INT_OWN_PREFETCH && threadIdx.x == 0 && ly1 - ly0 > 1) {
+            int_prefetch_rows(p0 + 4LL * p.word_start0, p.stride0, spans, ly0 + 1, ly1);
+            if (Tr::planar) int_prefetch_rows(p1 + 4LL * p.word_start1, p.stride1, spans + p.span_rows1, ly0 + 1, ly1);
+        }
+        if (SITS_INT_ITEMS) {
+            // (plane, row, group) items, each plane's groups of a row padded
+            // to whole warps (a warp runs one plane and one footprint height).
+            const int G0 = (groups0 + 31) & ~31, G1 = (groups1 + 31) & ~31, R = ly1 - ly0, items0 = R * G0;
+            for (int i = threadIdx.x; i < R * (G0 + G1); i += bd) {
+                if (i < items0) {
+                    const int r = i / G0, g = i - r * G0;
+                    if (g < groups0)
+                        int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0 + r, ly0 + r + 1,
+                                              s + (Tr::planar ? 8 : 4) * g + r * p.smem_row, p.smem_off1, p.smem_row);
+                } else {
+                    const int j = i - items0, r = j / G1, h = j - r * G1;
+                    if (h < groups1)
+                        int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
+                                              ly0 + r, ly0 + r + 1, s + 8 * h + r * p.smem_row, p.smem_off1, p.smem_row);
+                }
+            }
+        } else {
+            for (int g = threadIdx.x; g < groups; g += bd) {
+                if (!Tr::planar || g < groups0) {
+                    int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                          s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+                } else if (g >= start1) {
+                    const int h = g - start1;
+                    int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0,
+                                          ly1, s + 8 * h, p.smem_off1, p.smem_row);
+                }
             }
         }
         __syncthreads();
@@ -863,7 +946,27 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     const bool pairs = PAIRS && p.out_stride_x == 1 && ((p.out_stride_c | p.out_stride_y) & 1) == 0
                        && ((reinterpret_cast<unsigned long long>(out) & 3) == 0);
     const int step = pairs ? 2 : 1;
-    for (int x = step * threadIdx.x; x < p.out_w; x += step * blockDim.x) {
+    int x_end = p.out_w;  // columns [x_end, out_w): the spread tail (SITS_INT_TAIL)
+    if (PAIRS && SITS_INT_TAIL && pairs) {
+        const int pass = 2 * (int)blockDim.x, xt = p.out_w / pass * pass, rem = (p.out_w - xt) >> 1, R = yc1 - yc0;
+        if (xt > 0 && rem > 0 && ((p.out_w - xt) & 1) == 0 && y_begin == yc0 && y_end == yc1 && xt >= p.content_x
+            && p.content_x + p.content_w >= p.out_w) {
+            x_end = xt;
+            for (int i = threadIdx.x; i < rem * R; i += blockDim.x) {
+                const int r = i / rem, x = xt + 2 * (i - r * rem);
+                const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
+                const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
+                float va[3], vb[3];
+                int_short_values(p, a, r * p.smem_row, va);
+                int_short_values(p, b, r * p.smem_row, vb);
+                OT* oy = out + x + (long long)(yc0 + r) * p.out_stride_y;
+                #pragma unroll
+                for (int ch = 0; ch < 3; ++ch)
+                    *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
+            }
+        }
+    }
+    for (int x = step * threadIdx.x; x < x_end; x += step * blockDim.x) {
         const int xn = imin(x + step, p.out_w);  // this thread's pixels: [x, xn)
         for (int xi = x; xi < xn; ++xi) {
             OT* o = out + (long long)xi * p.out_stride_x;
