@@ -773,6 +773,13 @@ __device__ __forceinline__ IntCol int_column(const unsigned char* tables, const 
     return col;
 }
 
+// SHORT: fewer instructions a pixel (a column's row pointers stepped a row
+// buffer at a time; V made a float by one shift-add into 2^23 instead of a
+// byte permute whose selector takes a register) (an experiment, off).
+#ifndef SITS_INT_LEAN
+#define SITS_INT_LEAN 0
+#endif
+
 // SHORT: the three output values of a column in the row buffer `r` words
 // after the first. Taps past a footprint read what follows it (the buffer
 // has slack at its end) and weigh it 0. The sums become floats by OR-ing
@@ -785,7 +792,11 @@ __device__ __forceinline__ void int_short_values(const Params& p, const IntCol& 
     const unsigned int uv = col.c0 * c[0] + col.c1 * c[1];
     pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), col.k0, col.z0),
                  fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), col.k1, col.z1),
+#if SITS_INT_LEAN
+                 fmaf(__uint_as_float((uv >> 16) + 0x4B000000u), col.k1, col.z1), vals);
+#else
                  fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), col.k1, col.z1), vals);
+#endif
 }
 
 // Two 16-bit output values as one word, the first in the low half.
@@ -975,13 +986,21 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         }
         const bool in0 = x >= p.content_x && x < p.content_x + p.content_w;
         if (PAIRS && pairs && xn == x + 2 && in0 && x + 1 < p.content_x + p.content_w) {
-            const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
-            const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
+            IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
+            IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
             OT* oy = out + x + (long long)yc0 * p.out_stride_y;
             for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
                 float va[3], vb[3];
+#if SITS_INT_LEAN
+                // the columns' row pointers step a row buffer at a time
+                int_short_values(p, a, 0, va);
+                int_short_values(p, b, 0, vb);
+                a.l += 2 * p.smem_row; a.c += p.smem_row;
+                b.l += 2 * p.smem_row; b.c += p.smem_row;
+#else
                 int_short_values(p, a, r, va);
                 int_short_values(p, b, r, vb);
+#endif
                 #pragma unroll
                 for (int ch = 0; ch < 3; ++ch)
                     *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
