@@ -83,42 +83,50 @@ def main() -> int:
         K.AREA_INTEGER = bool(integer)
         K.AREA_INT_THREADS = int(defines.get("SITS_INT_THREADS", 256))
         mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer}"
-        for fmt, size, dtype, layout in cases:
-            src = SourceFormat(fmt, B.W, B.H)
-            if fmt not in sets_of:
-                sets_of[fmt] = [B._random_device_frames(cp, src, args.batch, seed) for seed in (1, 2)]
-            sets = sets_of[fmt]
-            plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **B.IMAGENET), resize="area")
-            conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=2)
-            err = check(cp, conv, plan, sets[0])
-            if args.once:
-                conv.convert(sets[0])
-                cp.cuda.runtime.deviceSynchronize()
-                print(f"{mb} {fmt} {size} {dtype} {layout} err={err:.3f}", flush=True)
-                continue
-            outs = [conv._allocate(args.batch) for _ in range(2)]
-            in_bytes = args.batch * src.frame_bytes
-            out_bytes = args.batch * 3 * size * size * 2
-            roof = (in_bytes + out_bytes) / d2d * 1e3
-            sweep = {}
-            for shape in args.shapes:
-                K.AREA_BAND_ROWS = None if shape == "auto" else int(shape[1:])
-                try:
-                    sweep[shape] = B._time_fixed(cp, stream, conv, sets, outs, args.batch)
-                finally:
-                    K.AREA_BAND_ROWS = None
-            best = min(sweep, key=sweep.get)
-            row = dict(variant=mb, format=fmt, size=size, dtype=dtype,
-                       layout=layout, regs=conv.registers, resident=conv._resident.get(4), err=err,
-                       roofline_ms=roof, sweep_ms=sweep, best=best, best_frac=roof / sweep[best])
-            rows.append(row)
-            print(f"{mb} {fmt} {size} {dtype} {layout} regs={conv.registers} "
-                  f"res={row['resident']} err={err:.3f} "
-                  + " ".join(f"{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
-            del conv, outs
-    if args.json:
-        Path(args.json).write_text(json.dumps(dict(d2d=d2d, rows=rows), indent=1))
+        try:
+            run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb)
+        except Exception as e:  # one variant that fails to build or run costs only its own rows
+            print(f"{mb} FAILED: {type(e).__name__}: {str(e)[-2000:]}", flush=True)
+        if args.json:  # after every variant, so a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(dict(d2d=d2d, rows=rows), indent=1))
     return 0
+
+
+def run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb) -> None:
+    """The cases with the kernel variant in use now (use_variant): a row each in `rows`."""
+    for fmt, size, dtype, layout in cases:
+        src = SourceFormat(fmt, B.W, B.H)
+        if fmt not in sets_of:
+            sets_of[fmt] = [B._random_device_frames(cp, src, args.batch, seed) for seed in (1, 2)]
+        sets = sets_of[fmt]
+        plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **B.IMAGENET), resize="area")
+        conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=2)
+        err = check(cp, conv, plan, sets[0])
+        if args.once:
+            conv.convert(sets[0])
+            cp.cuda.runtime.deviceSynchronize()
+            print(f"{mb} {fmt} {size} {dtype} {layout} err={err:.3f}", flush=True)
+            continue
+        outs = [conv._allocate(args.batch) for _ in range(2)]
+        in_bytes = args.batch * src.frame_bytes
+        out_bytes = args.batch * 3 * size * size * 2
+        roof = (in_bytes + out_bytes) / d2d * 1e3
+        sweep = {}
+        for shape in args.shapes:
+            K.AREA_BAND_ROWS = None if shape == "auto" else int(shape[1:])
+            try:
+                sweep[shape] = B._time_fixed(cp, stream, conv, sets, outs, args.batch)
+            finally:
+                K.AREA_BAND_ROWS = None
+        best = min(sweep, key=sweep.get)
+        row = dict(variant=mb, format=fmt, size=size, dtype=dtype,
+                   layout=layout, regs=conv.registers, resident=conv._resident.get(4), err=err,
+                   roofline_ms=roof, sweep_ms=sweep, best=best, best_frac=roof / sweep[best])
+        rows.append(row)
+        print(f"{mb} {fmt} {size} {dtype} {layout} regs={conv.registers} "
+              f"res={row['resident']} err={err:.3f} "
+              + " ".join(f"{b}={ms * 1e3:.1f}us({roof / ms:.0%})" for b, ms in sweep.items()), flush=True)
+        del conv, outs
 
 
 if __name__ == "__main__":

@@ -610,6 +610,29 @@ __device__ __forceinline__ void int_rows(const unsigned char* row, int stride, u
     }
 }
 
+// The rows the footprints of content rows [a, b) cover, from `plane` (at the
+// first word of the crop) to the same column of the row after the last:
+// into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
+__device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
+                                                  int b) {
+    const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
+#ifndef SITS_EMULATE
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                 :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
+#else
+    (void)plane; (void)stride; (void)r0; (void)r1;
+#endif
+}
+
+// General path (taller footprints), an experiment (0: off): the block's own
+// footprint rows into L2 with bulk prefetches, so that the loads of the
+// band's later rows hit L2: 1, all rows past its first output row's, one
+// prefetch a plane at the start; 2, rolling, the thread with a plane's first
+// group prefetches the rows of the output row it takes next as it starts one.
+#ifndef SITS_INT_OWN_PREFETCH
+#define SITS_INT_OWN_PREFETCH 0
+#endif
+
 // Vertical sums of one 16-byte group for the content rows [ly0, ly1) of a
 // band, to the row buffers (row r at s + r * row_words). A footprint's
 // row count is the same for the whole block, so it picks straight code for
@@ -618,8 +641,10 @@ __device__ __forceinline__ void int_rows(const unsigned char* row, int stride, u
 // time with per-row weights.
 template <int FMT, int PLANE, int MAXN>
 __device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
-                                          unsigned int* s, int off, int row_words) {
+                                          unsigned int* s, int off, int row_words, bool lead = false) {
     for (int ly = ly0; ly < ly1; ++ly) {
+        // (lead: this group is the plane's first, src the plane's crop start; MAXN > 3: not SHORT)
+        if (SITS_INT_OWN_PREFETCH == 2 && MAXN > 3 && lead && ly + 1 < ly1) int_prefetch_rows(src, stride, rows, ly + 1, ly + 2);
         const Span sp = rows[ly];
         const unsigned int W0 = sp.W & 0xffffu, W1 = sp.W >> 16, q = (unsigned int)sp.q;
         const int n = sp.n;
@@ -819,12 +844,6 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #ifndef SITS_INT_PREFETCH_AHEAD
 #define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
 #endif
-// General path (taller footprints): the block's own footprint rows past its
-// first output row's go into L2 with one bulk prefetch a plane at the start,
-// so that the loads of the band's later rows hit L2 (an experiment, off).
-#ifndef SITS_INT_OWN_PREFETCH
-#define SITS_INT_OWN_PREFETCH 0
-#endif
 // SHORT with pairs: the pixel pairs past the last full pass of the block's
 // threads (640 outputs: pairs 256..319) are spread as (pair, row) items over
 // all threads instead of a pair's whole column to each of a few threads, when
@@ -840,20 +859,6 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #ifndef SITS_INT_ITEMS
 #define SITS_INT_ITEMS 0
 #endif
-
-// The rows the footprints of content rows [a, b) cover, from `plane` (at the
-// first word of the crop) to the same column of the row after the last:
-// into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
-__device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
-                                                  int b) {
-    const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
-#ifndef SITS_EMULATE
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
-                 :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
-#else
-    (void)plane; (void)stride; (void)r0; (void)r1;
-#endif
-}
 
 // The block about one wave of resident blocks (`per_sm` an SM) after this
 // one, as blocks start in launch order: its footprint rows into L2, so that
@@ -905,7 +910,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int bd = blockDim.x, aligned = (groups0 + 31) & ~31;
         const int start1 = (aligned + groups1 + bd - 1) / bd == (groups0 + groups1 + bd - 1) / bd ? aligned : groups0;
         const int groups = Tr::planar ? start1 + groups1 : groups0;
-        if (!SHORT && SITS_INT_OWN_PREFETCH && threadIdx.x == 0 && ly1 - ly0 > 1) {
+        if (!SHORT && SITS_INT_OWN_PREFETCH == 1 && threadIdx.x == 0 && ly1 - ly0 > 1) {
             int_prefetch_rows(p0 + 4LL * p.word_start0, p.stride0, spans, ly0 + 1, ly1);
             if (Tr::planar) int_prefetch_rows(p1 + 4LL * p.word_start1, p.stride1, spans + p.span_rows1, ly0 + 1, ly1);
         }
@@ -914,6 +919,15 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             // to whole warps (a warp runs one plane and one footprint height).
             const int G0 = (groups0 + 31) & ~31, G1 = (groups1 + 31) & ~31, R = ly1 - ly0, items0 = R * G0;
             for (int i = threadIdx.x; i < R * (G0 + G1); i += bd) {
+                const int i2 = i + bd;  // this thread's next item: its plane's rows into L2 (SITS_INT_OWN_PREFETCH 2)
+                if (SITS_INT_OWN_PREFETCH == 2 && !SHORT && i2 < R * (G0 + G1)
+                    && (i < items0 ? i % G0 : (i - items0) % G1) == 0) {
+                    if (i2 < items0)
+                        int_prefetch_rows(p0 + 4LL * p.word_start0, p.stride0, spans, ly0 + i2 / G0, ly0 + i2 / G0 + 1);
+                    else
+                        int_prefetch_rows(p1 + 4LL * p.word_start1, p.stride1, spans + p.span_rows1,
+                                          ly0 + (i2 - items0) / G1, ly0 + (i2 - items0) / G1 + 1);
+                }
                 if (i < items0) {
                     const int r = i / G0, g = i - r * G0;
                     if (g < groups0)
@@ -930,11 +944,11 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             for (int g = threadIdx.x; g < groups; g += bd) {
                 if (!Tr::planar || g < groups0) {
                     int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                          s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+                                          s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row, g == 0);
                 } else if (g >= start1) {
                     const int h = g - start1;
                     int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0,
-                                          ly1, s + 8 * h, p.smem_off1, p.smem_row);
+                                          ly1, s + 8 * h, p.smem_off1, p.smem_row, h == 0);
                 }
             }
         }
