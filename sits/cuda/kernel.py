@@ -23,7 +23,7 @@ def kernel_defines() -> dict[str, str]:
     """Compile-time variants of kernels/convert.cu for the GPU build and the CPU
     emulator alike: SITS_CUDA_DEFINES in the environment, NAME=VALUE items
     separated by commas or spaces (NAME alone means NAME=1), e.g.
-    SITS_CUDA_DEFINES=SITS_INT_TAIL=1,SITS_INT_WORDSUM=1."""
+    SITS_CUDA_DEFINES=SITS_INT_WORDSUM=1,SITS_INT_MIN_BLOCKS=4."""
     text = os.environ.get("SITS_CUDA_DEFINES", "")
     return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
 

@@ -300,8 +300,7 @@ def test_fixed_conversion_replays_new_bytes(cp, resize):
 
 # (output size, plan options, SHORT path) for 962x542 frames: odd sizes,
 # offset crops, letterbox bands both ways; 3x1.8 footprints (SHORT), 9x9
-# (loops); SHORT wider than two pixels a thread (the pairs past 512: the
-# SITS_INT_TAIL variant; letterbox bands keep them per column).
+# (loops); SHORT wider than two pixels a thread (a second pass of pairs).
 INTEGER_SHAPES = [((315, 295), dict(crop=(2, 4, 945, 531)), True),
                   ((315, 401), dict(crop=(2, 4, 945, 531), letterbox=True), True),
                   ((630, 315), dict(crop=(0, 0, 945, 531)), True),

@@ -171,9 +171,7 @@ def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band, mon
 
 
 # SHORT outputs wider than two pixels for each of a block's 256 threads (as
-# 640): the pairs past the last full pass (SITS_INT_TAIL spreads them as
-# (pair, row) items when the band has no letterbox rows; an odd width or a
-# letterbox keeps them per column).
+# 640): a second pass of pixel pairs; odd widths, letterbox bands and crops.
 WIDE_SHAPES = [((650, 7), {}, None), ((650, 7), {}, 3), ((625, 7), {}, 3),
                ((650, 9), dict(letterbox=True), 3), ((640, 5), dict(crop=(16, 2, 960, 10)), 2)]
 

@@ -610,29 +610,6 @@ __device__ __forceinline__ void int_rows(const unsigned char* row, int stride, u
     }
 }
 
-// The rows the footprints of content rows [a, b) cover, from `plane` (at the
-// first word of the crop) to the same column of the row after the last:
-// into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
-__device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
-                                                  int b) {
-    const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
-#ifndef SITS_EMULATE
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
-                 :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
-#else
-    (void)plane; (void)stride; (void)r0; (void)r1;
-#endif
-}
-
-// General path (taller footprints), an experiment (0: off): the block's own
-// footprint rows into L2 with bulk prefetches, so that the loads of the
-// band's later rows hit L2: 1, all rows past its first output row's, one
-// prefetch a plane at the start; 2, rolling, the thread with a plane's first
-// group prefetches the rows of the output row it takes next as it starts one.
-#ifndef SITS_INT_OWN_PREFETCH
-#define SITS_INT_OWN_PREFETCH 0
-#endif
-
 // Vertical sums of one 16-byte group for the content rows [ly0, ly1) of a
 // band, to the row buffers (row r at s + r * row_words). A footprint's
 // row count is the same for the whole block, so it picks straight code for
@@ -641,10 +618,8 @@ __device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, in
 // time with per-row weights.
 template <int FMT, int PLANE, int MAXN>
 __device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
-                                          unsigned int* s, int off, int row_words, bool lead = false) {
+                                          unsigned int* s, int off, int row_words) {
     for (int ly = ly0; ly < ly1; ++ly) {
-        // (lead: this group is the plane's first, src the plane's crop start; MAXN > 3: not SHORT)
-        if (SITS_INT_OWN_PREFETCH == 2 && MAXN > 3 && lead && ly + 1 < ly1) int_prefetch_rows(src, stride, rows, ly + 1, ly + 2);
         const Span sp = rows[ly];
         const unsigned int W0 = sp.W & 0xffffu, W1 = sp.W >> 16, q = (unsigned int)sp.q;
         const int n = sp.n;
@@ -703,6 +678,11 @@ __device__ __forceinline__ uint4 int_col(const unsigned char* tables, int offset
     return __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
 }
 
+// SITS_INT_WORDSUM (general path, an experiment, off): the horizontal sums of
+// the samples between a footprint's ends two at a time from 32-bit words.
+// H200, batch 32, 1080p NV12 -> 224: 39.9 us against 40.6 and 41.1 for the
+// default in the same run (2-3%, within twice the run's spread); not yet
+// measured on YUYV -> 224 (docs/cuda.md).
 #ifndef SITS_INT_WORDSUM
 #define SITS_INT_WORDSUM 0
 #endif
@@ -798,13 +778,6 @@ __device__ __forceinline__ IntCol int_column(const unsigned char* tables, const 
     return col;
 }
 
-// SHORT: fewer instructions a pixel (a column's row pointers stepped a row
-// buffer at a time; V made a float by one shift-add into 2^23 instead of a
-// byte permute whose selector takes a register) (an experiment, off).
-#ifndef SITS_INT_LEAN
-#define SITS_INT_LEAN 0
-#endif
-
 // SHORT: the three output values of a column in the row buffer `r` words
 // after the first. Taps past a footprint read what follows it (the buffer
 // has slack at its end) and weigh it 0. The sums become floats by OR-ing
@@ -817,11 +790,7 @@ __device__ __forceinline__ void int_short_values(const Params& p, const IntCol& 
     const unsigned int uv = col.c0 * c[0] + col.c1 * c[1];
     pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), col.k0, col.z0),
                  fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), col.k1, col.z1),
-#if SITS_INT_LEAN
-                 fmaf(__uint_as_float((uv >> 16) + 0x4B000000u), col.k1, col.z1), vals);
-#else
                  fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), col.k1, col.z1), vals);
-#endif
 }
 
 // Two 16-bit output values as one word, the first in the low half.
@@ -844,21 +813,20 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #ifndef SITS_INT_PREFETCH_AHEAD
 #define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
 #endif
-// SHORT with pairs: the pixel pairs past the last full pass of the block's
-// threads (640 outputs: pairs 256..319) are spread as (pair, row) items over
-// all threads instead of a pair's whole column to each of a few threads, when
-// the band has no letterbox rows and those columns are content (an
-// experiment, off).
-#ifndef SITS_INT_TAIL
-#define SITS_INT_TAIL 0
+
+// The rows the footprints of content rows [a, b) cover, from `plane` (at the
+// first word of the crop) to the same column of the row after the last:
+// into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
+__device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
+                                                  int b) {
+    const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
+#ifndef SITS_EMULATE
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                 :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
+#else
+    (void)plane; (void)stride; (void)r0; (void)r1;
 #endif
-// The vertical phase as (plane, output row, group) items spread over the
-// block's threads, instead of a group's every row to one thread: NV12's
-// luma (taller footprints) and chroma work then fall evenly on all threads
-// (an experiment, off).
-#ifndef SITS_INT_ITEMS
-#define SITS_INT_ITEMS 0
-#endif
+}
 
 // The block about one wave of resident blocks (`per_sm` an SM) after this
 // one, as blocks start in launch order: its footprint rows into L2, so that
@@ -910,46 +878,14 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int bd = blockDim.x, aligned = (groups0 + 31) & ~31;
         const int start1 = (aligned + groups1 + bd - 1) / bd == (groups0 + groups1 + bd - 1) / bd ? aligned : groups0;
         const int groups = Tr::planar ? start1 + groups1 : groups0;
-        if (!SHORT && SITS_INT_OWN_PREFETCH == 1 && threadIdx.x == 0 && ly1 - ly0 > 1) {
-            int_prefetch_rows(p0 + 4LL * p.word_start0, p.stride0, spans, ly0 + 1, ly1);
-            if (Tr::planar) int_prefetch_rows(p1 + 4LL * p.word_start1, p.stride1, spans + p.span_rows1, ly0 + 1, ly1);
-        }
-        if (SITS_INT_ITEMS) {
-            // (plane, row, group) items, each plane's groups of a row padded
-            // to whole warps (a warp runs one plane and one footprint height).
-            const int G0 = (groups0 + 31) & ~31, G1 = (groups1 + 31) & ~31, R = ly1 - ly0, items0 = R * G0;
-            for (int i = threadIdx.x; i < R * (G0 + G1); i += bd) {
-                const int i2 = i + bd;  // this thread's next item: its plane's rows into L2 (SITS_INT_OWN_PREFETCH 2)
-                if (SITS_INT_OWN_PREFETCH == 2 && !SHORT && i2 < R * (G0 + G1)
-                    && (i < items0 ? i % G0 : (i - items0) % G1) == 0) {
-                    if (i2 < items0)
-                        int_prefetch_rows(p0 + 4LL * p.word_start0, p.stride0, spans, ly0 + i2 / G0, ly0 + i2 / G0 + 1);
-                    else
-                        int_prefetch_rows(p1 + 4LL * p.word_start1, p.stride1, spans + p.span_rows1,
-                                          ly0 + (i2 - items0) / G1, ly0 + (i2 - items0) / G1 + 1);
-                }
-                if (i < items0) {
-                    const int r = i / G0, g = i - r * G0;
-                    if (g < groups0)
-                        int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0 + r, ly0 + r + 1,
-                                              s + (Tr::planar ? 8 : 4) * g + r * p.smem_row, p.smem_off1, p.smem_row);
-                } else {
-                    const int j = i - items0, r = j / G1, h = j - r * G1;
-                    if (h < groups1)
-                        int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
-                                              ly0 + r, ly0 + r + 1, s + 8 * h + r * p.smem_row, p.smem_off1, p.smem_row);
-                }
-            }
-        } else {
-            for (int g = threadIdx.x; g < groups; g += bd) {
-                if (!Tr::planar || g < groups0) {
-                    int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                          s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row, g == 0);
-                } else if (g >= start1) {
-                    const int h = g - start1;
-                    int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0,
-                                          ly1, s + 8 * h, p.smem_off1, p.smem_row, h == 0);
-                }
+        for (int g = threadIdx.x; g < groups; g += bd) {
+            if (!Tr::planar || g < groups0) {
+                int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                      s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+            } else if (g >= start1) {
+                const int h = g - start1;
+                int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
+                                      s + 8 * h, p.smem_off1, p.smem_row);
             }
         }
         __syncthreads();
@@ -971,27 +907,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     const bool pairs = PAIRS && p.out_stride_x == 1 && ((p.out_stride_c | p.out_stride_y) & 1) == 0
                        && ((reinterpret_cast<unsigned long long>(out) & 3) == 0);
     const int step = pairs ? 2 : 1;
-    int x_end = p.out_w;  // columns [x_end, out_w): the spread tail (SITS_INT_TAIL)
-    if (PAIRS && SITS_INT_TAIL && pairs) {
-        const int pass = 2 * (int)blockDim.x, xt = p.out_w / pass * pass, rem = (p.out_w - xt) >> 1, R = yc1 - yc0;
-        if (xt > 0 && rem > 0 && ((p.out_w - xt) & 1) == 0 && y_begin == yc0 && y_end == yc1 && xt >= p.content_x
-            && p.content_x + p.content_w >= p.out_w) {
-            x_end = xt;
-            for (int i = threadIdx.x; i < rem * R; i += blockDim.x) {
-                const int r = i / rem, x = xt + 2 * (i - r * rem);
-                const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
-                const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
-                float va[3], vb[3];
-                int_short_values(p, a, r * p.smem_row, va);
-                int_short_values(p, b, r * p.smem_row, vb);
-                OT* oy = out + x + (long long)(yc0 + r) * p.out_stride_y;
-                #pragma unroll
-                for (int ch = 0; ch < 3; ++ch)
-                    *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
-            }
-        }
-    }
-    for (int x = step * threadIdx.x; x < x_end; x += step * blockDim.x) {
+    for (int x = step * threadIdx.x; x < p.out_w; x += step * blockDim.x) {
         const int xn = imin(x + step, p.out_w);  // this thread's pixels: [x, xn)
         for (int xi = x; xi < xn; ++xi) {
             OT* o = out + (long long)xi * p.out_stride_x;
@@ -1000,21 +916,13 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         }
         const bool in0 = x >= p.content_x && x < p.content_x + p.content_w;
         if (PAIRS && pairs && xn == x + 2 && in0 && x + 1 < p.content_x + p.content_w) {
-            IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
-            IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
+            const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
+            const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
             OT* oy = out + x + (long long)yc0 * p.out_stride_y;
             for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
                 float va[3], vb[3];
-#if SITS_INT_LEAN
-                // the columns' row pointers step a row buffer at a time
-                int_short_values(p, a, 0, va);
-                int_short_values(p, b, 0, vb);
-                a.l += 2 * p.smem_row; a.c += p.smem_row;
-                b.l += 2 * p.smem_row; b.c += p.smem_row;
-#else
                 int_short_values(p, a, r, va);
                 int_short_values(p, b, r, vb);
-#endif
                 #pragma unroll
                 for (int ch = 0; ch < 3; ++ch)
                     *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
