@@ -13,6 +13,15 @@ marginal figure; so the bench also reports a "steady" figure: the
 scheduler runtime of all the process's threads (/proc/PID/task/*/schedstat,
 sampled every 0.1 s) over the middle of the long run's streaming phase,
 divided by the frames shown in that time.
+By default (BENCH_CLOCK=icount, set by tools/bench/capture_bench) QEMU runs
+with -icount shift=3,sleep=off: guest time advances 8 ns per guest
+instruction and skips idle time, so every CPU figure here counts the
+instructions the guest ran for that process (user and kernel), not host
+time: the host's load and TCG's code translation (which otherwise charges
+each first run of new code, e.g. an interpreter's start-up, to the guest)
+no longer move the numbers. BENCH_CLOCK=tcg measures host time instead.
+Repetitions go round all pipelines in turn, and the ratios are also given
+per repetition ("paired").
 Latency: sits reports V4L2 timestamp -> flip completion; for GStreamer the
 `latency` tracer's source -> sink pad time, taken in a separate run (the
 tracer costs CPU), which ends when the buffer reaches kmssink, before the
@@ -138,45 +147,56 @@ def main() -> int:
     # rescans every plugin at each start (~10-40 s under TCG, and noisy).
     os.environ.setdefault("GST_REGISTRY", "/tmp/sits-bench-gst-registry.bin")
     subprocess.run(["gst-inspect-1.0", "kmssink"], capture_output=True)
-    results = {}
     only = os.environ.get("BENCH_ONLY")  # e.g. "sits mmap,gst" to shorten a run
-    for name, make in PIPELINES.items():
-        if only and not any(name.startswith(prefix) for prefix in only.split(",")):
-            continue
-        marginal, steady, lat, inloop, rates, flip = [], [], [], [], [], []
-        for _ in range(REPS):
+    names = [n for n in PIPELINES if not only or any(n.startswith(prefix) for prefix in only.split(","))]
+    acc = {n: {"marginal": [], "steady": [], "lat": [], "inloop": [], "rates": [], "flip": []} for n in names}
+    info = {}
+    # Repetitions outside, pipelines inside: whatever drifts over the run
+    # (the host's load under TCG) reaches every pipeline alike.
+    for _ in range(REPS):
+        for name in names:
+            a = acc[name]
             # Both runs without tracers: a tracer only in the long run would
             # add its own per-frame cost to the marginal figure.
+            make = PIPELINES[name]
             short, long_ = Run(make(SHORT)), Run(make(LONG))
-            marginal.append(1000 * (long_.cpu - short.cpu) / (LONG - SHORT))
+            a["marginal"].append(1000 * (long_.cpu - short.cpu) / (LONG - SHORT))
             # the camera's rate as this pipeline saw it: the extra frames over the extra time
             fps = (LONG - SHORT) / (long_.exit_s - short.exit_s)
-            rates.append(fps)
+            a["rates"].append(fps)
             per_s = long_.steady_cpu_per_s(LONG, fps)
-            if per_s is not None:
-                steady.append(1000 * per_s / fps)
+            a["steady"].append(1000 * per_s / fps if per_s is not None else None)
             if name.startswith("sits"):
                 s = json.loads(long_.out)
-                lat.append(s["dequeue_to_commit_ms"]["p50"])
-                flip.append(s["latency_ms"]["p50"])
-                inloop.append(s["cpu_ms_per_frame"])
-                zero_copy, copies = s["zero_copy"], s["cpu_copies_per_frame"]
+                a["lat"].append(s["dequeue_to_commit_ms"]["p50"])
+                a["flip"].append(s["latency_ms"]["p50"])
+                a["inloop"].append(s["cpu_ms_per_frame"])
+                info[name] = (s["zero_copy"], s["cpu_copies_per_frame"])
             else:
-                zero_copy, copies = io_zero_copy(name), None
+                info[name] = (io_zero_copy(name), None)
+    for name in names:
         if name.startswith("gst"):
             # latency from a separate, shorter run with the tracer on
             env = {**os.environ, "GST_TRACERS": "latency", "GST_DEBUG": "GST_TRACER:7"}
-            vals = gst_latency_ms(Run(make(LATENCY_FRAMES), env).err)
-            lat.append(statistics.median(vals) if vals else None)
-        results[name] = {"cpu_ms_per_frame": statistics.median(marginal), "runs": marginal,
+            vals = gst_latency_ms(Run(PIPELINES[name](LATENCY_FRAMES), env).err)
+            acc[name]["lat"].append(statistics.median(vals) if vals else None)
+    results = {}
+    for name in names:
+        a = acc[name]
+        steady = [v for v in a["steady"] if v is not None]
+        results[name] = {"cpu_ms_per_frame": statistics.median(a["marginal"]), "runs": a["marginal"],
                          "steady_cpu_ms_per_frame": statistics.median(steady) if steady else float("nan"),
-                         "steady_runs": steady, "fps": statistics.median(rates),
-                         "in_loop_cpu_ms_per_frame": statistics.median(inloop) if inloop else None,
-                         "capture_to_flip_p50_ms": statistics.median(flip) if flip else None,
-                         "latency_p50_ms": statistics.median([v for v in lat if v is not None] or [float("nan")]),
-                         "zero_copy": zero_copy, "cpu_copies_per_frame": copies}
+                         "steady_runs": a["steady"], "fps": statistics.median(a["rates"]),
+                         "in_loop_cpu_ms_per_frame": statistics.median(a["inloop"]) if a["inloop"] else None,
+                         "capture_to_flip_p50_ms": statistics.median(a["flip"]) if a["flip"] else None,
+                         "latency_p50_ms": statistics.median([v for v in a["lat"] if v is not None]
+                                                             or [float("nan")]),
+                         "zero_copy": info[name][0], "cpu_copies_per_frame": info[name][1]}
     base = results["gst v4l2src io-mode=dmabuf ! kmssink"]
-    print(f"capture -> KMS, vivid XR24 {W}x{H} on vkms, median of {REPS}")
+    clock = os.environ.get("BENCH_CLOCK", "tcg")
+    print(f"capture -> KMS, vivid XR24 {W}x{H} at {FPS} fps on vkms, median of {REPS}, guest clock: {clock}"
+          + (" (QEMU -icount shift=3: 8 ns a guest instruction; the ms are instruction counts, "
+             "the ratios are what compares)" if clock == "icount" else " (host time: moves with the host's load)"))
     print(f"marginal = CPU of a {LONG}-frame run minus a {SHORT}-frame run, / {LONG - SHORT} (the issue's measure; "
           "start-up noise of the short and long runs lands in it)")
     print(f"steady   = scheduler runtime (/proc/PID/schedstat) over the middle of the {LONG}-frame run's "
@@ -186,12 +206,24 @@ def main() -> int:
     for name, r in results.items():
         ratio = r["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] if base["cpu_ms_per_frame"] else float("nan")
         sratio = r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"]
-        runs = "/".join(f"{v:.1f}" for v in r["runs"]) + " | " + "/".join(f"{v:.2f}" for v in r["steady_runs"])
+        runs = ("/".join(f"{v:.1f}" for v in r["runs"]) + " | "
+                + "/".join("-" if v is None else f"{v:.2f}" for v in r["steady_runs"]))
         print(f"{name:40s} {r['cpu_ms_per_frame']:9.2f} {ratio:5.2f}x {r['steady_cpu_ms_per_frame']:7.2f} "
               f"{sratio:5.2f}x {r['fps']:5.2f} {r['latency_p50_ms']:8.1f} ms  {str(r['zero_copy']):9s}  {runs}")
     print("CPU in ms per frame; ratio against gst dmabuf -> kmssink. Latency p50, the same span for both: "
           "buffer dequeued -> handed to the display (sits: DQBUF -> atomic commit; GStreamer: its latency "
           "tracer's v4l2src -> kmssink pad time)")
+    base_name = "gst v4l2src io-mode=dmabuf ! kmssink"
+    for name, r in results.items():
+        if name == base_name:
+            continue
+        pairs = [(m / bm, (st / bst) if st and bst else None) for m, bm, st, bst in
+                 zip(r["runs"], base["runs"], r["steady_runs"], base["steady_runs"]) if bm > 0]
+        if pairs:
+            ms = statistics.median(p[0] for p in pairs)
+            sts = [p[1] for p in pairs if p[1] is not None]
+            print(f"paired: {name} / gst dmabuf, each repetition's own ratio, median: marginal {ms:.2f}x, "
+                  f"steady {statistics.median(sts):.2f}x" if sts else f"paired: {name}: marginal {ms:.2f}x")
     for name, r in results.items():
         if r["capture_to_flip_p50_ms"] is not None:
             print(f"{name}: V4L2 timestamp -> flip completed (page-flip event) p50 "

@@ -188,6 +188,11 @@ def run_in_vm(
         kvm = kvm_usable()
         if not kvm:
             vng_argv.insert(3, "--disable-kvm")
+        # e.g. "-icount shift=5,sleep=off" for the benchmarks: guest time then
+        # counts guest instructions, so CPU figures do not move with the host's load
+        qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
+        if qemu_opts:
+            vng_argv[3:3] = ["--qemu-opts", qemu_opts]
         host_env = dict(os.environ)
         # vng runs virtme-run from its own venv; its temp files go to `job`.
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
