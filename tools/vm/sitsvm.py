@@ -59,6 +59,9 @@ BLACKLIST = (
 PASS_ENV = ("PYTHONPATH", "CI", "TERM", "LANG", "LC_ALL", "VIRTUAL_ENV")
 
 _MARK = re.compile(r"sits-vm-guest: (up|run|exit (\d+)|setup failed: .*)")
+# virtme-ng's own line once guest-init.sh has ended: the exit code when our
+# "exit N" line was lost on the console (seen once under -icount)
+_VNG_EXIT = re.compile(r"virtme-ng-init: script exited with code (\d+)")
 
 
 @dataclasses.dataclass
@@ -322,6 +325,10 @@ def _first_oops(console: str) -> str | None:
 def _scan(line: str, state: dict, start: float) -> None:
     m = _MARK.search(line)
     if not m:
+        v = _VNG_EXIT.search(line)
+        if v and state["run"] is not None and state["exit"] is None:
+            # guest-init.sh exits with the command's code, or 125 on set-up failure
+            state["exit"] = int(v.group(1))
         return
     word = m.group(1)
     if word == "up":
