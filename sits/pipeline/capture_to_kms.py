@@ -235,6 +235,10 @@ class CaptureToKms:
         if out.writeback is not None:
             self._wb = DumbBuffer(card, out.mode.width, out.mode.height, "XR24")
             self._closers.append(self._wb)
+        if o.verify or o.snapshot:
+            # numpy and the checks load now, not at the first writeback
+            # inside the loop (where cpu_ms_per_frame would count them)
+            from sits.pipeline import png, verify  # noqa: F401
         first_fb = self._fb_for_buffer(cap.buffers[0]) if self.zero_copy else self._dumbs[0].fb
         out.test(first_fb, writeback_fb=self._wb.fb if self._wb else None)
 
