@@ -149,7 +149,8 @@ def main() -> int:
     subprocess.run(["gst-inspect-1.0", "kmssink"], capture_output=True)
     only = os.environ.get("BENCH_ONLY")  # e.g. "sits mmap,gst" to shorten a run
     names = [n for n in PIPELINES if not only or any(n.startswith(prefix) for prefix in only.split(","))]
-    acc = {n: {"marginal": [], "steady": [], "lat": [], "inloop": [], "rates": [], "flip": []} for n in names}
+    acc = {n: {"marginal": [], "steady": [], "lat": [], "inloop": [], "rates": [], "flip": [], "shown": []}
+           for n in names}
     info = {}
     # Repetitions outside, pipelines inside: whatever drifts over the run
     # (the host's load under TCG) reaches every pipeline alike.
@@ -171,6 +172,7 @@ def main() -> int:
                 a["lat"].append(s["dequeue_to_commit_ms"]["p50"])
                 a["flip"].append(s["latency_ms"]["p50"])
                 a["inloop"].append(s["cpu_ms_per_frame"])
+                a["shown"].append((s["frames_displayed"], s["frames_captured"], s["c_loop_commits"]))
                 info[name] = (s["zero_copy"], s["cpu_copies_per_frame"])
             else:
                 info[name] = (io_zero_copy(name), None)
@@ -191,7 +193,8 @@ def main() -> int:
                          "capture_to_flip_p50_ms": statistics.median(a["flip"]) if a["flip"] else None,
                          "latency_p50_ms": statistics.median([v for v in a["lat"] if v is not None]
                                                              or [float("nan")]),
-                         "zero_copy": info[name][0], "cpu_copies_per_frame": info[name][1]}
+                         "zero_copy": info[name][0], "cpu_copies_per_frame": info[name][1],
+                         "shown": a["shown"]}
     base = results["gst v4l2src io-mode=dmabuf ! kmssink"]
     clock = os.environ.get("BENCH_CLOCK", "tcg")
     print(f"capture -> KMS, vivid XR24 {W}x{H} at {FPS} fps on vkms, median of {REPS}, guest clock: {clock}"
@@ -230,8 +233,9 @@ def main() -> int:
                   f"{r['capture_to_flip_p50_ms']:.1f} ms (GStreamer reports no such span)")
     for name, r in results.items():
         if r["in_loop_cpu_ms_per_frame"] is not None:
+            shown = ", ".join(f"{d}/{c} ({k} by the C loop)" for d, c, k in r["shown"])
             print(f"cross-check: {name} measures {r['in_loop_cpu_ms_per_frame']:.2f} CPU ms/frame itself "
-                  "(getrusage over its streaming loop)")
+                  f"(getrusage over its streaming loop); frames displayed/captured in the long runs: {shown}")
     if "--json" in sys.argv:
         print(json.dumps(results))
     return 0
