@@ -206,9 +206,9 @@ class CaptureToKms:
         self.zero_copy = drm_code in showable
         if not self.zero_copy:
             from sits.pipeline import convert  # numpy: only the conversion path needs it
-        if not self.zero_copy and code not in convert.CONVERTERS:
-            raise UsageError(f"no plane shows {code} and sits cannot convert it; "
-                             f"planes show {' '.join(showable)}")
+            if code not in convert.CONVERTERS:
+                raise UsageError(f"no plane shows {code} and sits cannot convert it; "
+                                 f"planes show {' '.join(showable)}")
         display_code = drm_code if self.zero_copy else "XR24"
         out = KmsOutput(card, display_code, fmt.size, o.connector, writeback=o.verify or bool(o.snapshot))
         self.out = out
@@ -503,7 +503,7 @@ class CaptureToKms:
     def _commit(self, frame, lease) -> None:
         s = self.summary
         wb_fb = None
-        if self._wb is not None and self._want_writeback(s.frames_displayed):
+        if self._wb is not None and self._want_writeback():
             wb_fb = self._wb.fb
         dumb = None
         if self.zero_copy:
@@ -643,27 +643,26 @@ class CaptureToKms:
         return frame.timestamp_ns
 
     def _writeback_due(self) -> tuple[int, int]:
-        """For the C loop: the displayed count at which _want_writeback asks
-        for a writeback next (-1: none), and the captured count from which
-        every commit takes one (0: none)."""
+        """When a commit carries a writeback: the displayed count at which
+        the next one does (-1: none), and the captured count from which every
+        one does (0: none). The Python loop asks at each commit; the C loop
+        takes both numbers and hands such a commit back."""
         o, s = self.opts, self.summary
         if self._wb is None:
             return -1, 0
         due = -1
-        if o.verify:
+        if o.verify:  # every verify_every-th displayed frame
             every = max(1, o.verify_every)
             due = -(-s.frames_displayed // every) * every
+        # the snapshot: the first frame (as a start) and the last of a --frames run
         if o.snapshot and self._snap is None and s.frames_displayed == 0:
             due = 0
         return due, (o.frames or 0) if o.snapshot else 0
 
-    def _want_writeback(self, displayed: int) -> bool:
-        o = self.opts
-        if o.verify and displayed % max(1, o.verify_every) == 0:
-            return True
-        # the snapshot: the last frame of a --frames run (or the first, as a start)
-        return bool(o.snapshot) and (self._snap is None and displayed == 0
-                                     or (o.frames and self.summary.frames_captured >= o.frames))
+    def _want_writeback(self) -> bool:
+        due, from_captured = self._writeback_due()
+        s = self.summary
+        return s.frames_displayed == due or bool(from_captured) and s.frames_captured >= from_captured
 
     def _check_writeback(self, payload) -> None:
         import numpy as np
