@@ -34,6 +34,7 @@ def convert(cp, plan, frames, **kw):
     from sits.cuda.convert import FrameConverter
     conv = FrameConverter(plan, max_batch=max(len(frames), 1), slots=1)
     batch = conv.convert([cp.asarray(f) for f in frames], **kw)
+    batch.synchronize()  # the converter's stream does not order with CuPy's default stream
     return cp.asnumpy(batch.tensor), batch, conv
 
 
@@ -327,7 +328,9 @@ def test_area_integer_kernel_on_the_gpu(cp, fmt, size, options, short, batch):
     frames[0][:] = 255
     from sits.cuda.convert import FrameConverter
     conv = FrameConverter(plan, max_batch=batch, slots=1)
-    out = conv.convert([cp.asarray(f) for f in frames]).tensor
+    batch_out = conv.convert([cp.asarray(f) for f in frames])
+    batch_out.synchronize()
+    out = batch_out.tensor
     assert conv.last_vec == 4
     got = out.float().cpu().numpy() if dtype == "bfloat16" else cp.asnumpy(out)
     assert R.max_error(got, R.convert_batch(frames, plan), dtype) <= 1.0
