@@ -678,13 +678,13 @@ __device__ __forceinline__ uint4 int_col(const unsigned char* tables, int offset
     return __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
 }
 
-// SITS_INT_WORDSUM (general path, an experiment, off): the horizontal sums of
-// the samples between a footprint's ends two at a time from 32-bit words.
-// H200, batch 32, 1080p NV12 -> 224: 39.9 us against 40.6 and 41.1 for the
-// default in the same run (2-3%, within twice the run's spread); not yet
-// measured on YUYV -> 224 (docs/cuda.md).
+// SITS_INT_WORDSUM (general path, on): the horizontal sums of the samples
+// between a footprint's ends two at a time from 32-bit words. H200, batch
+// 32, 1080p NV12 -> 224, in three runs: 39.9 / 39.3 / 39.6 us against 40.6
+// / 40.0 / 40.2 for the loop of single samples (=0); YUYV -> 224 the same
+// within 0.3 us (docs/cuda.md).
 #ifndef SITS_INT_WORDSUM
-#define SITS_INT_WORDSUM 0
+#define SITS_INT_WORDSUM 1
 #endif
 
 // Words w[k0..k1) as (sum of their low halves, sum of their high halves):
@@ -814,6 +814,15 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
 #define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
 #endif
 
+// Output rows [y0, y1) of band bx of gx: out_h / gx rows each, the first
+// out_h % gx bands one more (one 32-bit division, which the compiler makes a
+// reciprocal multiply; the quotient is the same for every block).
+__device__ __forceinline__ void int_band(int out_h, unsigned int bx, unsigned int gx, int& y0, int& y1) {
+    const unsigned int q = (unsigned int)out_h / gx, r = (unsigned int)out_h - q * gx;
+    y0 = (int)(bx * q + (bx < r ? bx : r));
+    y1 = y0 + (int)q + (bx < r ? 1 : 0);
+}
+
 // The rows the footprints of content rows [a, b) cover, from `plane` (at the
 // first word of the crop) to the same column of the row after the last:
 // into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
@@ -840,9 +849,9 @@ __device__ __forceinline__ void int_prefetch_ahead(const Params& p, const Span* 
     const unsigned int L = blockIdx.y * gridDim.x + blockIdx.x + nsm * per_sm;  // (launches < 2^32 blocks)
     if (L >= gridDim.x * gridDim.y) return;
     const int bn = (int)(L / gridDim.x), bx = (int)(L - bn * gridDim.x);
-    // (32-bit products: a wrong band for outputs over 65535 rows only misdirects a prefetch)
-    const int a = imax((int)((unsigned int)p.out_h * bx / gridDim.x) - p.content_y, 0);
-    const int b = imin((int)((unsigned int)p.out_h * (bx + 1) / gridDim.x) - p.content_y, p.content_h);
+    int y0, y1;
+    int_band(p.out_h, bx, gridDim.x, y0, y1);
+    const int a = imax(y0 - p.content_y, 0), b = imin(y1 - p.content_y, p.content_h);
     if (a >= b) return;
     int_prefetch_rows(reinterpret_cast<const unsigned char*>(T[1 + 2 * bn]) + 4LL * p.word_start0, p.stride0, spans, a, b);
     if (planar) {
@@ -864,8 +873,8 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     unsigned int* s = reinterpret_cast<unsigned int*>(smem);
     const Span* spans = reinterpret_cast<const Span*>(tables + p.span_offset);
     const int n = blockIdx.y;
-    const int y_begin = (int)((long long)p.out_h * blockIdx.x / gridDim.x);
-    const int y_end = (int)((long long)p.out_h * (blockIdx.x + 1) / gridDim.x);
+    int y_begin, y_end;
+    int_band(p.out_h, blockIdx.x, gridDim.x, y_begin, y_end);
     const int ly0 = imax(y_begin - p.content_y, 0), ly1 = imin(y_end - p.content_y, p.content_h);
     OT* out = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n;
     if (ly0 < ly1) {
@@ -875,7 +884,10 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int groups0 = p.word_count0 / 4, groups1 = Tr::planar ? p.word_count1 / 4 : 0;
         // Chroma groups start on a warp boundary when that costs no extra
         // pass, so that no warp runs both planes' code one after the other.
-        const int bd = blockDim.x, aligned = (groups0 + 31) & ~31;
+        // (bd is the launch's block size, kernel.py AREA_INT_THREADS: a
+        // constant, so these divisions are shifts.)
+        constexpr int bd = SITS_INT_THREADS;
+        const int aligned = (groups0 + 31) & ~31;
         const int start1 = (aligned + groups1 + bd - 1) / bd == (groups0 + groups1 + bd - 1) / bd ? aligned : groups0;
         const int groups = Tr::planar ? start1 + groups1 : groups0;
         for (int g = threadIdx.x; g < groups; g += bd) {
