@@ -42,7 +42,7 @@ PARAM_FIELDS = [
     ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
     ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
     ("smem_off1", 1, "i"), ("smem_row", 1, "i"),
-    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"),
+    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"), ("cols2", 1, "i"),
     ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
 ]
 PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
@@ -300,6 +300,63 @@ def col_table(cols: np.ndarray, integer: bool = False) -> np.ndarray:
     return entries.reshape(-1).view(np.uint8)
 
 
+# area_int's general path sums a footprint row with dot products when
+# dot_columns can hold the plan's column weights (False: loops).
+AREA_INT_DOT = True
+DOT_WORDS = 6  # row-buffer words a column's dot products cover, each part
+
+
+def _taps(span: tuple) -> list[int]:
+    """A footprint's integer weights: W0, q between, W1 last (W0 alone for one sample)."""
+    n, packed, q = span[1], span[5], span[6]
+    w0, w1 = packed & 0xffff, packed >> 16
+    return [w0] if n == 1 else [w0] + [q] * (n - 2) + [w1]
+
+
+def dot_columns(plan: Plan) -> np.ndarray | None:
+    """The dot-product column table of area_int's general path (kernels/
+    convert.cu `DotCol`, 16 words a column), or None where it cannot serve:
+    SHORT plans (their own fixed taps), a column weight over 255 (a byte of
+    the product), or a footprint past DOT_WORDS words of a row buffer part."""
+    if not (AREA_INT_DOT and area_integer(plan, 4)) or area_int_short(plan):
+        return None
+    words = area_words(plan, 4)
+    rows0, rows1, cols0, cols1 = _integer_spans(plan)
+    rows_c = rows1 or rows0
+    # A part's words: luma samples two a word; (U, V) pairs one a word (padded to 4).
+    part_words = (words.int_off1, _padded(words.n12))
+    if min(part_words) < DOT_WORDS:
+        return None
+    table = np.zeros((len(cols0), 16), np.uint32)
+    for k, (c0, c1) in enumerate(zip(cols0, cols1)):
+        t0, t1 = _taps(c0), _taps(c1)
+        if max(t0 + t1) > 255:
+            return None
+        first0 = min(c0[0] // 2, part_words[0] - DOT_WORDS)  # never past the part
+        b = c0[0] - 2 * first0  # sample 0's byte in the weights
+        if b + c0[1] > 2 * DOT_WORDS:
+            return None
+        wl = np.zeros(2 * DOT_WORDS, np.uint8)
+        wl[b:b + c0[1]] = t0
+        first1 = min(c1[0], part_words[1] - DOT_WORDS)
+        b = c1[0] - first1
+        if b + c1[1] > DOT_WORDS:
+            return None
+        wu = np.zeros(2 * DOT_WORDS, np.uint8)
+        wv = np.zeros(2 * DOT_WORDS, np.uint8)
+        for j, t in enumerate(t1):  # pair m: byte 2m of U's weights, 2m + 1 of V's
+            wu[2 * (b + j)] = t
+            wv[2 * (b + j) + 1] = t
+        table[k, 0] = first0
+        table[k, 1:4] = wl.view("<u4")
+        table[k, 4] = first1
+        table[k, 5:8] = wu.view("<u4")
+        table[k, 8:11] = wv.view("<u4")
+        table[k, 12] = np.float32(np.float32(c0[7]) * np.float32(rows0[0][7])).view(np.uint32)
+        table[k, 13] = np.float32(np.float32(c1[7]) * np.float32(rows_c[0][7])).view(np.uint32)
+    return table
+
+
 def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
     """Output rows per area block: up to 4 (measured best on the H200 for
     224 and 640 outputs), fewer when the launch would not fill the GPU twice
@@ -375,6 +432,11 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
             table = col_table(spans[first:first + n_cols], integer)
             col_tables.append(table)
             at += table.nbytes
+    cols2 = 0
+    dots = dot_columns(plan) if plan.resize == "area" and integer else None
+    if dots is not None:  # after the ColTables
+        cols2 = span_offset + spans.nbytes + sum(t.nbytes for t in col_tables)
+        col_tables.append(dots.reshape(-1).view(np.uint8))
     pad = plan.pad_out
     if plan.out.dtype == "uint8":
         pad = np.clip(np.rint(pad), 0, 255)
@@ -391,7 +453,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "smem_off1": words.int_off1 if integer else words.smem_off1,
         "smem_row": words.int_row if integer else words.smem_row,
         "span_offset": span_offset, "span_rows1": starts["span_rows1"],
-        "cols0": col_offsets[0], "cols1": col_offsets[1],
+        "cols0": col_offsets[0], "cols1": col_offsets[1], "cols2": cols2,
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
     }
     buf = np.zeros(PARAM_WORDS, dtype=np.uint32)

@@ -44,6 +44,12 @@ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     return r;
 }
 #define __ldg(p) (*(p))
+static inline unsigned __dp2a_lo(unsigned a, unsigned b, unsigned c) {
+    return c + (a & 0xffffu) * (b & 0xffu) + (a >> 16) * ((b >> 8) & 0xffu);
+}
+static inline unsigned __dp2a_hi(unsigned a, unsigned b, unsigned c) {
+    return c + (a & 0xffffu) * ((b >> 16) & 0xffu) + (a >> 16) * (b >> 24);
+}
 struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }

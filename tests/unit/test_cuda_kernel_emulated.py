@@ -227,3 +227,32 @@ def test_area_float_kernel_with_16_byte_loads(fmt, monkeypatch):
     assert K.kernel_name(plan, 4) == f"sits::area<{src.info.code}, 2, 4>"
     batch = frames(src, 2, seed=5)
     assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0
+
+
+@pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
+@pytest.mark.parametrize("size, options", [((10, 3), dict(crop=(6, 2, 90, 51))), ((15, 8), {}),
+                                           ((17, 9), dict(crop=(2, 4, 90, 51), letterbox=True))])
+def test_area_integer_dot_products_equal_the_loops(fmt, size, options, monkeypatch):
+    # The general path's horizontal sums as byte-weighted dot products
+    # (kernel.dot_columns) are the loops' exact integers: the same output bits.
+    from sits.cuda import kernel as K
+    src = integer_source(fmt)
+    plan = make_plan(src, OutputSpec(*size, dtype="float32"), resize="area", **options)
+    assert not K.area_int_short(plan) and K.dot_columns(plan) is not None
+    batch = frames(src, 2, seed=11)
+    batch[0][:] = 255
+    dots = E.run(plan, batch, vec=4)
+    monkeypatch.setattr(K, "AREA_INT_DOT", False)
+    assert K.dot_columns(plan) is None
+    np.testing.assert_array_equal(dots, E.run(plan, batch, vec=4))
+
+
+def test_area_integer_dot_columns_choice():
+    # 1080p into 224 takes the dot products; SHORT footprints (640) their own
+    # fixed taps; a footprint wider than 12 luma samples (1080p into 96) the loops.
+    from sits.cuda import kernel as K
+    for fmt in ("YUYV", "NV12"):
+        src = SourceFormat(fmt, 1920, 1080)
+        assert K.dot_columns(make_plan(src, OutputSpec(224, 224), resize="area")) is not None
+        assert K.dot_columns(make_plan(src, OutputSpec(640, 640), resize="area")) is None
+        assert K.dot_columns(make_plan(src, OutputSpec(96, 96), resize="area")) is None

@@ -56,6 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--defines", nargs="+", default=["SITS_AREA_MIN_BLOCKS=5"])
     ap.add_argument("--integer", type=int, nargs="+", default=[1], help="kernel.AREA_INTEGER values")
+    ap.add_argument("--dot", type=int, nargs="+", default=[1], help="kernel.AREA_INT_DOT values")
     ap.add_argument("--shapes", nargs="+", default=["auto", "b2", "b8"])
     ap.add_argument("--cases", type=int, nargs="+", help="indices into CASES")
     ap.add_argument("--once", action="store_true", help="one conversion per case, no timing (for ncu)")
@@ -76,13 +77,14 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     sets_of = {}
     rows = []
-    variants = [(dict(d.split("=") for d in item.split(",")), integer)
-                for item in args.defines for integer in args.integer]
-    for defines, integer in variants:
+    variants = [(dict(d.split("=") for d in item.split(",")), integer, dot)
+                for item in args.defines for integer in args.integer for dot in args.dot]
+    for defines, integer, dot in variants:
         use_variant(defines, source, tmp)
         K.AREA_INTEGER = bool(integer)
+        K.AREA_INT_DOT = bool(dot)
         K.AREA_INT_THREADS = int(defines.get("SITS_INT_THREADS", 256))
-        mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer}"
+        mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer} dot={dot}"
         try:
             run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb)
         except Exception as e:  # one variant that fails to build or run costs only its own rows

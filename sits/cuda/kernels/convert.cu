@@ -37,6 +37,7 @@ struct Params {
     int span_offset;                    // area: bytes from this block to the Span table
     int span_rows1;                     // area: first Span of chroma rows (rows0 is at 0)
     int cols0, cols1;                   // area: bytes from this block to the column tables (ColTable)
+    int cols2;                          // area_int: bytes to the dot-product column table (0: none)
     float m[12];                        // 3x4 affine: code values -> RGB in [0,1], output channel order
     float norm_a[3], norm_b[3];         // out = clamp(rgb) * a + b
     float pad[3];                       // letterbox fill, already normalised
@@ -805,6 +806,52 @@ __device__ __forceinline__ IntCol int_column(const unsigned char* tables, const 
     return col;
 }
 
+// The general path's horizontal sums as 2-way dot products (`__dp2a`: two
+// 16-bit column sums of a row buffer word against two weight bytes), when
+// the host built the column table at cols2 (kernel.py `dot_columns`: every
+// column weight under 256, a footprint within 6 words of each part of a row
+// buffer). A column's entry (16 words): the first luma word, 3 luma weight
+// words (bytes: the weights of samples 0..11 from that word on, 0 outside
+// the footprint), the first (U, V) word, 3 U and 3 V weight words (U's on
+// bytes 0 and 2, V's on bytes 1 and 3: pair k takes the low or high half of
+// word k / 2), k0 and k1 as float bits. 6 loads and 6 dot products for luma
+// and 6 and 12 for chroma, where the loops read each sample alone.
+struct DotCol {
+    unsigned int l0, c0, wl[3], wu[3], wv[3];
+    float k0, k1;
+};
+
+__device__ __forceinline__ DotCol dot_column(const unsigned char* tables, const Params& p, int lx) {
+    const uint4* e = reinterpret_cast<const uint4*>(tables + p.cols2) + 4 * lx;
+    const uint4 a = __ldg(e), b = __ldg(e + 1), c = __ldg(e + 2), d = __ldg(e + 3);
+    DotCol col;
+    col.l0 = a.x; col.wl[0] = a.y; col.wl[1] = a.z; col.wl[2] = a.w;
+    col.c0 = b.x; col.wu[0] = b.y; col.wu[1] = b.z; col.wu[2] = b.w;
+    col.wv[0] = c.x; col.wv[1] = c.y; col.wv[2] = c.z;
+    col.k0 = __uint_as_float(d.x); col.k1 = __uint_as_float(d.y);
+    return col;
+}
+
+// Luma sum and (U, V) sums of a column in one row buffer.
+__device__ __forceinline__ void dot_sums(const unsigned int* row, int off1, const DotCol& col, unsigned int& a,
+                                         unsigned int& u, unsigned int& v) {
+    const unsigned int* l = row + col.l0;
+    const unsigned int* c = row + off1 + col.c0;
+    unsigned int x[6], y[6];
+    #pragma unroll
+    for (int k = 0; k < 6; ++k) { x[k] = l[k]; y[k] = c[k]; }
+    a = 0u; u = 0u; v = 0u;
+    #pragma unroll
+    for (int k = 0; k < 6; k += 2) {
+        a = __dp2a_lo(x[k], col.wl[k / 2], a);
+        a = __dp2a_hi(x[k + 1], col.wl[k / 2], a);
+        u = __dp2a_lo(y[k], col.wu[k / 2], u);
+        u = __dp2a_hi(y[k + 1], col.wu[k / 2], u);
+        v = __dp2a_lo(y[k], col.wv[k / 2], v);
+        v = __dp2a_hi(y[k + 1], col.wv[k / 2], v);
+    }
+}
+
 // SHORT: the three output values of a column in the row buffer `r` words
 // after the first. Taps past a footprint read what follows it (the buffer
 // has slack at its end) and weigh it 0. The sums become floats by OR-ing
@@ -974,6 +1021,20 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             const int lx = xi - p.content_x;
             if (lx < 0 || lx >= p.content_w) {
                 for (int y = yc0; y < yc1; ++y) write_pad<OUT>(p, o + (long long)y * p.out_stride_y);
+                continue;
+            }
+            if (!SHORT && p.cols2) {
+                const DotCol col = dot_column(tables, p, lx);
+                OT* oy = o + (long long)yc0 * p.out_stride_y;
+                for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
+                    unsigned int a, u, v;
+                    dot_sums(rows0 + r, p.smem_off1, col, a, u, v);
+                    float vals[3];
+                    pixel_values(p, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1, vals);
+                    #pragma unroll
+                    for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                    oy += p.out_stride_y;
+                }
                 continue;
             }
             const IntCol col = int_column(tables, p, lx, rows0, sy0, sy1);
