@@ -232,7 +232,7 @@ class FrameConverter:
                 kern = mod.get_function(K.kernel_name(plan, v))
                 most = self._smem[v]
                 if K.area_integer(plan, v):  # its shared memory grows with the band's rows
-                    most = 4 * K.area_words(plan, v).int_row * K.area_int_max_rows(plan) + 16
+                    most = K.area_int_shared(plan, K.area_int_max_rows(plan))
                 if most > 48 * 1024:
                     kern.max_dynamic_shared_size_bytes = most
                 kern.num_regs  # loads the module now, outside any graph capture

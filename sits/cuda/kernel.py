@@ -219,9 +219,15 @@ def area_int_short(plan: Plan) -> bool:
     return 255 * max(_weight_sum(s) for s in rows_c) * max(_weight_sum(s) for s in cols1) < 1 << 16
 
 
-def _weight_sum(span: tuple) -> int:
+def _taps(span: tuple) -> list[int]:
+    """A footprint's integer weights: W0, q between, W1 last (W0 alone for one sample)."""
     n, packed, q = span[1], span[5], span[6]
-    return (packed & 0xffff) + (packed >> 16) + q * max(n - 2, 0)
+    w0, w1 = packed & 0xffff, packed >> 16
+    return [w0] if n == 1 else [w0] + [q] * (n - 2) + [w1]
+
+
+def _weight_sum(span: tuple) -> int:
+    return sum(_taps(span))
 
 
 def _integer_spans(plan: Plan) -> tuple[list, list, list, list] | None:
@@ -306,13 +312,6 @@ AREA_INT_DOT = True
 DOT_WORDS = 6  # row-buffer words a column's dot products cover, each part
 
 
-def _taps(span: tuple) -> list[int]:
-    """A footprint's integer weights: W0, q between, W1 last (W0 alone for one sample)."""
-    n, packed, q = span[1], span[5], span[6]
-    w0, w1 = packed & 0xffff, packed >> 16
-    return [w0] if n == 1 else [w0] + [q] * (n - 2) + [w1]
-
-
 def dot_columns(plan: Plan) -> np.ndarray | None:
     """The dot-product column table of area_int's general path (kernels/
     convert.cu `DotCol`, 16 words a column), or None where it cannot serve:
@@ -369,6 +368,12 @@ def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
 def area_int_max_rows(plan: Plan) -> int:
     """Rows of an area_int band: its row buffers fit MAX_SHARED_BYTES."""
     return max(1, min(AREA_INT_MAX_ROWS, MAX_SHARED_BYTES // (4 * area_words(plan, 4).int_row)))
+
+
+def area_int_shared(plan: Plan, rows: int) -> int:
+    """area_int's shared memory for a band of `rows`: a row buffer each, and
+    16 bytes that SHORT's taps past the last footprint read."""
+    return 4 * area_words(plan, 4).int_row * rows + 16
 
 
 def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: int,
@@ -494,8 +499,8 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1,
         if area_integer(plan, vec):  # a row buffer for each row of the band
             band = max(1, min(band, area_int_max_rows(plan)))
             blocks = -(-plan.out.height // band)
-            rows = -(-plan.out.height // blocks)  # and 16 bytes that taps past the last footprint read
-            return (blocks, batch, 1), (AREA_INT_THREADS, 1, 1), 4 * words.int_row * rows + 16
+            rows = -(-plan.out.height // blocks)
+            return (blocks, batch, 1), (AREA_INT_THREADS, 1, 1), area_int_shared(plan, rows)
         smem = words.shared_bytes
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "

@@ -1029,10 +1029,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
                 for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
                     unsigned int a, u, v;
                     dot_sums(rows0 + r, p.smem_off1, col, a, u, v);
-                    float vals[3];
-                    pixel_values(p, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1, vals);
-                    #pragma unroll
-                    for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                    write_pixel<OUT>(p, oy, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1);
                     oy += p.out_stride_y;
                 }
                 continue;
