@@ -31,6 +31,7 @@ from sits.cuda import kernel as K
 from sits.cuda import reference as R
 from sits.cuda.formats import OutputSpec, SourceFormat, make_plan
 from sits.cuda.runtime import cupy
+from sits.errors import SitsError
 
 CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("NV12", 224, "float16", "NCHW"),
          ("YUYV", 640, "float16", "NCHW"), ("NV12", 640, "float16", "NCHW")]
@@ -63,7 +64,11 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--json")
     args = ap.parse_args()
-    cp = cupy()
+    try:
+        cp = cupy()
+    except SitsError as exc:  # one line, as cuda_bench.py
+        print(f"cuda_area_variants: {exc}", file=sys.stderr)
+        return 1
     stream = cp.cuda.Stream(non_blocking=True)
     d2d = B.d2d_bandwidth(cp, stream)
     print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
