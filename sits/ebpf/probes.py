@@ -106,10 +106,14 @@ _ALTERNATIVES = {"sits_fence_init", "sits_fence_emit"}
 # the fence destroy program only cleans up
 _OPTIONAL = {"sits_fence_destroy"} | _ALTERNATIVES
 
-SHARED_MAPS = ("hist", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
+SHARED_MAPS = ("hist", "hist_spill", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
                "comms")
 DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full", "hist_alloc_failed")
 HIST_VALUE_SIZE = 24 + 4 * SLOTS
+#: preallocated rows (per CPU, 2.4 KB each) taken when the histogram map
+#: cannot allocate one (common.bpf.h, record()); the few a burst of new keys
+#: in one interrupt needs, two epochs of them
+SPILL_ROWS = 64
 
 
 RowKey = collections.namedtuple("RowKey", "pid tid probe key")
@@ -264,7 +268,7 @@ class ProbeSession:
     def __init__(self, groups=DEFAULT_GROUPS, *, filters: Filters | None = None,
                  per_thread: bool = False, hist: bool = True, stream: bool = False,
                  ring_bytes: int = 16 << 20, avcodec_lib: str | None = None,
-                 stats: bool = False, bench_burst: int = 0):
+                 stats: bool = False, bench_burst: int = 0, spill_rows: int = SPILL_ROWS):
         unknown = [g for g in groups if g not in GROUPS and g != "bench"]
         if unknown:
             raise UsageError(f"unknown probe group(s) {', '.join(unknown)} "
@@ -280,6 +284,7 @@ class ProbeSession:
         self.avcodec_lib = avcodec_lib
         self.stats = stats
         self.bench_burst = bench_burst
+        self.spill_rows = spill_rows
         self.objects: dict[str, BpfObject] = {}
         self.attached: list[str] = []           # program names
         self.skipped: dict[str, str] = {}       # point or program name -> reason
@@ -423,6 +428,8 @@ class ProbeSession:
             ring = self.ring_bytes if self.stream else 4096
             libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("events"), ring),
                              "bpf_map__set_max_entries", "events")
+            libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("hist_spill"), self.spill_rows),
+                             "bpf_map__set_max_entries", "hist_spill")
         else:
             for m in SHARED_MAPS:
                 libbpf.check_int(self._lib.bpf_map__reuse_fd(obj.map(m), self._fds[m]),
@@ -503,16 +510,19 @@ class ProbeSession:
         self._set_epoch(ended ^ 1)  # waits for RCU
         now = time.monotonic()
         elapsed, self._last_collect = now - self._last_collect, now
-        return self._drain(ended), elapsed
+        rows: dict[RowKey, Histogram] = {}
+        for name in ("hist", "hist_spill"):  # a key can have a row in both
+            self._drain(name, ended, rows)
+        return rows, elapsed
 
-    def _drain(self, epoch: int) -> dict[RowKey, Histogram]:
-        """Read the rows of `epoch`, then delete them (the other epoch's rows,
-        being filled meanwhile, are read along and left alone)."""
+    def _drain(self, name: str, epoch: int, rows: dict[RowKey, Histogram]) -> None:
+        """Add the rows of `epoch` in map `name` to `rows`, then delete them
+        (the other epoch's rows, being filled meanwhile, are read along and
+        left alone)."""
         ffi, lib = self._ffi, self._lib
-        fd = self._fds["hist"]
+        fd = self._fds[name]
         ncpu = self.ncpus
         stride = HIST_VALUE_SIZE  # already a multiple of 8
-        rows: dict[RowKey, Histogram] = {}
         ended = []
         batch = 64
         opts = ffi.new("struct bpf_map_batch_opts *")
@@ -531,7 +541,7 @@ class ProbeSession:
                 batch *= 4  # a bucket holds more keys than the batch
                 continue
             if err and err != errno.ENOENT:
-                raise KernelCallError(err, "bpf_map_lookup_batch", "hist")
+                raise KernelCallError(err, "bpf_map_lookup_batch", name)
             ended += self._decode(rows, keys, vals, count[0], ncpu, stride, epoch)
             if err == errno.ENOENT:
                 break
@@ -543,8 +553,7 @@ class ProbeSession:
                 d.pid, d.tid, d.probe, d.epoch, d.key = k.pid, k.tid, k.probe, epoch, k.key
             count = ffi.new("__u32 *", len(ended))
             libbpf.check_int(lib.bpf_map_delete_batch(fd, dead, count, opts),
-                             "bpf_map_delete_batch", "hist")
-        return rows
+                             "bpf_map_delete_batch", name)
 
     def _decode(self, rows, keys, vals, n, ncpu, stride, epoch) -> list:
         """Fold the rows of `epoch` among the first `n` into `rows`; returns

@@ -50,6 +50,17 @@ struct {
 	__type(value, struct sits_hist);
 } hist SEC(".maps");
 
+/* Where a row goes when `hist` cannot allocate one (see record()): the same
+ * keys and values, preallocated, so taking a row never allocates. Sized by
+ * user space before the first load (ProbeSession's spill_rows), which adds
+ * its rows to `hist`'s each interval. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct sits_hist_key);
+	__type(value, struct sits_hist);
+} hist_spill SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -170,12 +181,27 @@ static __always_inline __u32 hist_slot(__u64 v)
 	return slot < SITS_HIST_SLOTS ? slot : SITS_HIST_SLOTS - 1;
 }
 
+/* Adds an empty row for `k` to `map` (hist or hist_spill): 0, or the
+ * update's error (-EEXIST, another CPU was first, counts as done). */
+static __always_inline long new_row(void *map, struct sits_hist_key *k)
+{
+	__u32 zero = 0;
+	struct sits_hist *z = bpf_map_lookup_elem(&zero_hist, &zero);
+	long err;
+
+	if (!z)
+		return 0;  /* cannot happen (element 0 of an array); the lookup after fails */
+	err = bpf_map_update_elem(map, k, z, BPF_NOEXIST);
+	return err == -EEXIST ? 0 : err;
+}
+
 /* Rows are allocated as they appear (BPF_F_NO_PREALLOC) from a per-CPU
  * cache that holds one or two spare rows and is refilled from irq_work: two
  * new rows in one interrupt (a vblank that signals a fence and delivers a
  * flip event) find it empty. Programs whose sample ends in an interrupt call
- * this where it starts, in process context, so that the row exists by then.
- * A failure here loses nothing. */
+ * this where it starts, in process context, so that the row exists by then
+ * and the interrupt does not take one of the few spill rows. A failure here
+ * loses nothing. */
 static __always_inline void ensure_row(__u32 pid, __u32 probe, __u64 key)
 {
 	__u32 zero = 0, *epoch = bpf_map_lookup_elem(&active, &zero);
@@ -185,13 +211,9 @@ static __always_inline void ensure_row(__u32 pid, __u32 probe, __u64 key)
 		.epoch = epoch ? *epoch : 0,
 		.key = key,
 	};
-	struct sits_hist *z;
 
-	if (!cfg.hist || bpf_map_lookup_elem(&hist, &k))
-		return;
-	z = bpf_map_lookup_elem(&zero_hist, &zero);
-	if (z)
-		bpf_map_update_elem(&hist, &k, z, BPF_NOEXIST);
+	if (cfg.hist && !bpf_map_lookup_elem(&hist, &k))
+		new_row(&hist, &k);
 }
 
 static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key, __u64 delta)
@@ -228,21 +250,31 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 
 	h = bpf_map_lookup_elem(&hist, &k);
 	if (!h) {
-		struct sits_hist *z = bpf_map_lookup_elem(&zero_hist, &zero);
-		long err;
+		long err = new_row(&hist, &k);
 
-		if (!z)
-			return;
-		err = bpf_map_update_elem(&hist, &k, z, BPF_NOEXIST);
-		if (err && err != -EEXIST) {
-			/* -E2BIG: every row taken. Otherwise (-ENOMEM) the map is
-			 * not full: rows are allocated as they appear
-			 * (BPF_F_NO_PREALLOC), from a small per-CPU cache that the
-			 * kernel refills asynchronously, and that can run dry. */
-			count_drop(err == -E2BIG ? SITS_DROP_HIST_FULL : SITS_DROP_HIST_ALLOC);
+		if (err == -E2BIG) {
+			count_drop(SITS_DROP_HIST_FULL);  /* every row taken */
 			return;
 		}
-		h = bpf_map_lookup_elem(&hist, &k);
+		if (err) {
+			/* Not a full map: rows are allocated as they appear
+			 * (BPF_F_NO_PREALLOC), from a small per-CPU cache that the
+			 * kernel refills asynchronously and that can run dry (two new
+			 * rows in one interrupt; a burst of new keys). The sample
+			 * goes to the preallocated spill map instead; a later sample
+			 * of the key may get its row in `hist`, and user space adds
+			 * the two. */
+			h = bpf_map_lookup_elem(&hist_spill, &k);
+			if (!h) {
+				if (new_row(&hist_spill, &k)) {
+					count_drop(SITS_DROP_HIST_ALLOC);  /* spill full too */
+					return;
+				}
+				h = bpf_map_lookup_elem(&hist_spill, &k);
+			}
+		} else {
+			h = bpf_map_lookup_elem(&hist, &k);
+		}
 		if (!h)
 			return;
 		if (pid == bpf_get_current_pid_tgid() >> 32) {

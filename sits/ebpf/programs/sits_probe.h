@@ -46,8 +46,9 @@ enum sits_drop {
 	SITS_DROP_HIST_FULL = 1,    /* histogram map full: sample not counted */
 	SITS_DROP_START_FULL = 2,   /* no room to remember a start time */
 	SITS_DROP_NAMES_FULL = 3,   /* fence timeline names map full */
-	SITS_DROP_HIST_ALLOC = 4,   /* histogram row not allocated (not a full map):
-				     * the kernel's per-CPU element cache was empty */
+	SITS_DROP_HIST_ALLOC = 4,   /* histogram row not allocated (not a full map:
+				     * the kernel's per-CPU element cache was empty)
+				     * and every spill row taken */
 	SITS_DROP_MAX = 8
 };
 
