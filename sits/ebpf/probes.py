@@ -106,6 +106,9 @@ _ALTERNATIVES = {"sits_fence_init", "sits_fence_emit"}
 # the fence destroy program only cleans up
 _OPTIONAL = {"sits_fence_destroy"} | _ALTERNATIVES
 
+#: the bench object's bursts (bench.bpf.c): on each getppid() of a tracked
+#: process, or each switch away from one (interrupts off)
+BENCH_PROGRAMS = {"getppid": "sits_bench_burst", "switch": "sits_bench_switch"}
 SHARED_MAPS = ("hist", "hist_spill", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
                "comms")
 DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full", "hist_alloc_failed")
@@ -268,7 +271,8 @@ class ProbeSession:
     def __init__(self, groups=DEFAULT_GROUPS, *, filters: Filters | None = None,
                  per_thread: bool = False, hist: bool = True, stream: bool = False,
                  ring_bytes: int = 16 << 20, avcodec_lib: str | None = None,
-                 stats: bool = False, bench_burst: int = 0, spill_rows: int = SPILL_ROWS):
+                 stats: bool = False, bench_burst: int = 0, bench_trigger: str = "getppid",
+                 spill_rows: int = SPILL_ROWS):
         unknown = [g for g in groups if g not in GROUPS and g != "bench"]
         if unknown:
             raise UsageError(f"unknown probe group(s) {', '.join(unknown)} "
@@ -283,7 +287,10 @@ class ProbeSession:
         self.ring_bytes = ring_bytes
         self.avcodec_lib = avcodec_lib
         self.stats = stats
+        if bench_trigger not in BENCH_PROGRAMS:
+            raise UsageError(f"unknown bench trigger {bench_trigger!r} (known: {', '.join(BENCH_PROGRAMS)})")
         self.bench_burst = bench_burst
+        self.bench_trigger = bench_trigger
         self.spill_rows = spill_rows
         self.objects: dict[str, BpfObject] = {}
         self.attached: list[str] = []           # program names
@@ -354,7 +361,7 @@ class ProbeSession:
                 continue
             self._attach(obj, progs)
             if objname == "bench":
-                obj.attach("sits_bench_burst")
+                obj.attach(BENCH_PROGRAMS[self.bench_trigger])
         self.started_at = time.monotonic()
         self._last_collect = self.started_at
 

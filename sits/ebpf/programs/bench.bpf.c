@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Synthetic event producer for the streaming benchmark
  * (tools/bench/ebpf_bench.py): each getppid() of a tracked process emits
- * cfg.bench_burst events through record(), the same path real probes use. */
+ * cfg.bench_burst events through record(), the same path real probes use.
+ * ProbeSession attaches one of the two programs (bench_trigger). */
 #include "common.bpf.h"
 
 #if defined(__TARGET_ARCH_x86)
@@ -20,6 +21,19 @@ SEC("raw_tp/sys_enter")
 int BPF_PROG(sits_bench_burst, struct pt_regs *regs, long nr)
 {
 	if (nr != NR_getppid || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	bpf_loop(cfg.bench_burst, emit_one, NULL, 0);
+	return 0;
+}
+
+/* The same burst when a tracked task is switched out: the scheduler runs
+ * this with interrupts off, so the kernel cannot refill its per-CPU cache
+ * of histogram rows during the burst, as in a vblank interrupt
+ * (tests/bpf/test_ebpf_rows.py). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sits_bench_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!wanted(bpf_get_current_pid_tgid()))
 		return 0;
 	bpf_loop(cfg.bench_burst, emit_one, NULL, 0);
 	return 0;
