@@ -43,6 +43,7 @@ PARAM_FIELDS = [
     ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
     ("smem_off1", 1, "i"), ("smem_row", 1, "i"),
     ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"), ("cols2", 1, "i"),
+    ("kz", 4, "f"),
     ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
 ]
 PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
@@ -208,14 +209,16 @@ def area_int_short(plan: Plan) -> bool:
     """Whether area_int takes its SHORT path: footprints of at most 3 rows
     (both planes), 3 luma columns and 2 chroma columns, a chroma pair's
     weighted sum fits each 16-bit lane (255 * the row weights * the column
-    weights < 2^16), so U and V share one 32-bit multiply-add, and a luma
-    sum fits 2^23."""
+    weights < 2^16), so U and V share one 32-bit multiply-add, a luma sum
+    fits 2^23, and every luma column weight a byte."""
     rows0, rows1, cols0, cols1 = _integer_spans(plan)
     rows_c = rows1 or rows0
     if max(s[1] for s in rows0 + rows_c) > 3 or max(s[1] for s in cols0) > 3 or max(s[1] for s in cols1) > 2:
         return False
     if 255 * max(_weight_sum(s) for s in rows0) * max(_weight_sum(s) for s in cols0) >= 1 << 23:
         return False  # a luma sum is made a float in 2^23's mantissa
+    if max(max(_taps(s)) for s in cols0) > 255:
+        return False  # luma column weights are bytes of a dot product (short_columns)
     return 255 * max(_weight_sum(s) for s in rows_c) * max(_weight_sum(s) for s in cols1) < 1 << 16
 
 
@@ -314,19 +317,19 @@ DOT_WORDS = 6  # row-buffer words a column's dot products cover, each part
 
 def dot_columns(plan: Plan) -> np.ndarray | None:
     """The dot-product column table of area_int's general path (kernels/
-    convert.cu `DotCol`, 16 words a column), or None where it cannot serve:
-    SHORT plans (their own fixed taps), a column weight over 255 (a byte of
-    the product), or a footprint past DOT_WORDS words of a row buffer part."""
+    convert.cu `DotCol`, 12 words a column), or None where it cannot serve:
+    SHORT plans (their own table, short_columns), a column weight over 255
+    (a byte of the product), or a footprint past DOT_WORDS words of a row
+    buffer part."""
     if not (AREA_INT_DOT and area_integer(plan, 4)) or area_int_short(plan):
         return None
     words = area_words(plan, 4)
-    rows0, rows1, cols0, cols1 = _integer_spans(plan)
-    rows_c = rows1 or rows0
+    _, _, cols0, cols1 = _integer_spans(plan)
     # A part's words: luma samples two a word; (U, V) pairs one a word (padded to 4).
     part_words = (words.int_off1, _padded(words.n12))
     if min(part_words) < DOT_WORDS:
         return None
-    table = np.zeros((len(cols0), 16), np.uint32)
+    table = np.zeros((len(cols0), 12), np.uint32)
     for k, (c0, c1) in enumerate(zip(cols0, cols1)):
         t0, t1 = _taps(c0), _taps(c1)
         if max(t0 + t1) > 255:
@@ -351,9 +354,38 @@ def dot_columns(plan: Plan) -> np.ndarray | None:
         table[k, 4] = first1
         table[k, 5:8] = wu.view("<u4")
         table[k, 8:11] = wv.view("<u4")
-        table[k, 12] = np.float32(np.float32(c0[7]) * np.float32(rows0[0][7])).view(np.uint32)
-        table[k, 13] = np.float32(np.float32(c1[7]) * np.float32(rows_c[0][7])).view(np.uint32)
     return table
+
+
+def short_columns(plan: Plan) -> np.ndarray | None:
+    """SHORT's column table (kernels/convert.cu `ShortCol`, 4 words a
+    column), or None for other plans: the row-buffer word of the column's
+    first luma sample | its first (U, V) word << 16; the luma weights as the
+    bytes of one word, from that word's first sample on (a footprint of up to
+    3 samples starting at either half: two `__dp2a`); the chroma taps
+    c0 | c1 << 16 (c1 0 for a footprint of one pair)."""
+    if not (area_integer(plan, 4) and area_int_short(plan)):
+        return None
+    _, _, cols0, cols1 = _integer_spans(plan)
+    table = np.zeros((len(cols0), 4), np.uint32)
+    for k, (c0, c1) in enumerate(zip(cols0, cols1)):
+        i0 = c0[0]
+        weights = np.zeros(4, np.uint8)
+        weights[i0 & 1:(i0 & 1) + c0[1]] = _taps(c0)
+        t1 = _taps(c1) + [0]
+        table[k] = (i0 // 2 | c1[0] << 16, weights.view("<u4")[0], t1[0] | t1[1] << 16, 0)
+    return table
+
+
+def int_scales(plan: Plan) -> list[float]:
+    """area_int's k0, z0, k1, z1: a sum times k is the mean sample of its
+    footprint (k = 1 / (footprint * q) of both axes, one a plane: every
+    footprint is as long), and z = -2^23 * k (the sums become floats in 2^23's
+    mantissa)."""
+    rows0, rows1, cols0, cols1 = _integer_spans(plan)
+    k0 = np.float32(cols0[0][7]) * np.float32(rows0[0][7])
+    k1 = np.float32(cols1[0][7]) * np.float32((rows1 or rows0)[0][7])
+    return [k0, np.float32(-8388608.0) * k0, k1, np.float32(-8388608.0) * k1]
 
 
 def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
@@ -437,11 +469,11 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
             table = col_table(spans[first:first + n_cols], integer)
             col_tables.append(table)
             at += table.nbytes
-    cols2 = 0
-    dots = dot_columns(plan) if plan.resize == "area" and integer else None
-    if dots is not None:  # after the ColTables
+    cols2 = 0  # area_int: its path's own column table (dot products or SHORT's), after the ColTables
+    own = (short_columns(plan) if area_int_short(plan) else dot_columns(plan)) if integer else None
+    if own is not None:
         cols2 = span_offset + spans.nbytes + sum(t.nbytes for t in col_tables)
-        col_tables.append(dots.reshape(-1).view(np.uint8))
+        col_tables.append(own.reshape(-1).view(np.uint8))
     pad = plan.pad_out
     if plan.out.dtype == "uint8":
         pad = np.clip(np.rint(pad), 0, 255)
@@ -459,6 +491,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "smem_row": words.int_row if integer else words.smem_row,
         "span_offset": span_offset, "span_rows1": starts["span_rows1"],
         "cols0": col_offsets[0], "cols1": col_offsets[1], "cols2": cols2,
+        "kz": int_scales(plan) if integer else [0.0] * 4,
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
     }
     buf = np.zeros(PARAM_WORDS, dtype=np.uint32)

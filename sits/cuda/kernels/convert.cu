@@ -37,7 +37,8 @@ struct Params {
     int span_offset;                    // area: bytes from this block to the Span table
     int span_rows1;                     // area: first Span of chroma rows (rows0 is at 0)
     int cols0, cols1;                   // area: bytes from this block to the column tables (ColTable)
-    int cols2;                          // area_int: bytes to the dot-product column table (0: none)
+    int cols2;                          // area_int: bytes to its path's column table (DotCol / ShortCol; 0: none)
+    float kz[4];                        // area_int: k0, -2^23 k0, k1, -2^23 k1 (kernel.py int_scales)
     float m[12];                        // 3x4 affine: code values -> RGB in [0,1], output channel order
     float norm_a[3], norm_b[3];         // out = clamp(rgb) * a + b
     float pad[3];                       // letterbox fill, already normalised
@@ -566,11 +567,13 @@ area(const Params p, const unsigned char* __restrict__ tables, const unsigned lo
 //
 // SHORT (kernel.py `area_int_short`): footprints of at most 3 rows, 3 luma
 // columns and 2 chroma columns (downscales up to 3x horizontally, 2x
-// vertically, as 1080p to 640): fixed-count code, each tap's weight set up
-// once per row or column (0 past the footprint), and a chroma pair's U and
-// V summed in one 32-bit multiply-add (the host checks that neither lane
-// can overflow). Otherwise footprint rows are loaded 8 at a time and
-// columns summed in loops.
+// vertically, as 1080p to 640): fixed-count code; a column's taps from one
+// 16-byte entry of a host-built table (kernel.py `short_columns`): its luma
+// weights as bytes of two `__dp2a` dot products (0 past the footprint), and
+// a chroma pair's U and V summed in one 32-bit multiply-add (the host checks
+// that neither lane can overflow). Otherwise footprint rows are loaded 8 at
+// a time and columns summed in dot products (kernel.py `dot_columns`) or
+// loops.
 
 #ifndef SITS_INT_NV_SPLIT
 #define SITS_INT_NV_SPLIT 1
@@ -627,6 +630,38 @@ __device__ __forceinline__ void int_rows(const unsigned char* row, int stride, u
     }
 }
 
+// A group's vertical sums (int_split lanes) to the row buffer at d: luma
+// at d, chroma at d + off.
+template <int FMT, int PLANE, bool IN>
+__device__ __forceinline__ void int_store(unsigned int* d, int off, const unsigned int* lo, const unsigned int* hi) {
+    if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
+        // lo holds Y0, Y1 of each word (YUYV) and hi U, V: already a luma
+        // pair and a chroma pair a word (UYVY the other way round).
+        const unsigned int* y = FMT == FMT_YUYV ? lo : hi;
+        const unsigned int* c = FMT == FMT_YUYV ? hi : lo;
+        *reinterpret_cast<uint4*>(d) = make_uint4(y[0], y[1], y[2], y[3]);
+        *reinterpret_cast<uint4*>(d + off) = make_uint4(c[0], c[1], c[2], c[3]);
+    } else {
+        // NV12/NV16: in order (luma: Y0 Y1 | Y2 Y3 ...; chroma: U V | U V ...).
+        unsigned int* o = d + (PLANE == 0 ? 0 : off);
+        uint4 first, second;
+        if (IN) {
+            first = make_uint4(lo[0], hi[0], lo[1], hi[1]);
+            second = make_uint4(lo[2], hi[2], lo[3], hi[3]);
+        } else {  // lo = samples 0, 2 and hi = 1, 3 of each word: in order again
+            first = make_uint4(__byte_perm(lo[0], hi[0], 0x5410u), __byte_perm(lo[0], hi[0], 0x7632u),
+                               __byte_perm(lo[1], hi[1], 0x5410u), __byte_perm(lo[1], hi[1], 0x7632u));
+            second = make_uint4(__byte_perm(lo[2], hi[2], 0x5410u), __byte_perm(lo[2], hi[2], 0x7632u),
+                                __byte_perm(lo[3], hi[3], 0x5410u), __byte_perm(lo[3], hi[3], 0x7632u));
+        }
+        // (32 bytes a thread: a quarter warp's 16-byte stores take two
+        // shared-memory wavefronts; storing lanes 4-7's halves the other
+        // way round avoids it but costs 8 selects: 640 outputs 2% slower.)
+        *reinterpret_cast<uint4*>(o) = first;
+        *reinterpret_cast<uint4*>(o + 4) = second;
+    }
+}
+
 // Vertical sums of one 16-byte group for the content rows [ly0, ly1) of a
 // band, to the row buffers (row r at s + r * row_words). A footprint's
 // row count is the same for the whole block, so it picks straight code for
@@ -637,11 +672,16 @@ template <int FMT, int PLANE, int MAXN>
 __device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
                                           unsigned int* s, int off, int row_words) {
     constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
-    for (int ly = ly0; ly < ly1; ++ly) {
-        const Span sp = rows[ly];
-        const unsigned int W0 = sp.W & 0xffffu, W1 = sp.W >> 16, q = (unsigned int)sp.q;
-        const int n = sp.n;
-        const unsigned char* row = src + (long long)sp.i0 * stride;
+    // (running pointers to the span and the destination; a footprint's first
+    // row at a 32-bit offset: a plane is under 4 GiB)
+    unsigned int* d = s;
+    const uint4* span = reinterpret_cast<const uint4*>(rows + ly0);
+    #pragma unroll 1
+    for (int ly = ly0; ly < ly1; ++ly, d += row_words, span += 2) {
+        const uint4 sa = __ldg(span), sb = __ldg(span + 1);
+        const unsigned int W0 = sb.y & 0xffffu, W1 = sb.y >> 16, q = sb.z;
+        const int n = (int)sa.y;
+        const unsigned char* row = src + sa.x * (unsigned int)stride;
         unsigned int lo[4], hi[4];
         switch (n) {
             case 1: int_rows<1, IN>(row, stride, W0, W1, q, lo, hi); break;
@@ -671,32 +711,68 @@ __device__ __forceinline__ void int_group(const unsigned char* src, int stride, 
                 }
             }
         }
-        unsigned int* d = s + (ly - ly0) * row_words;
-        if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
-            // lo holds Y0, Y1 of each word (YUYV) and hi U, V: already a luma
-            // pair and a chroma pair a word (UYVY the other way round).
-            const unsigned int* y = FMT == FMT_YUYV ? lo : hi;
-            const unsigned int* c = FMT == FMT_YUYV ? hi : lo;
-            *reinterpret_cast<uint4*>(d) = make_uint4(y[0], y[1], y[2], y[3]);
-            *reinterpret_cast<uint4*>(d + off) = make_uint4(c[0], c[1], c[2], c[3]);
-        } else {
-            // NV12/NV16: in order (luma: Y0 Y1 | Y2 Y3 ...; chroma: U V | U V ...).
-            unsigned int* o = d + (PLANE == 0 ? 0 : off);
-            uint4 first, second;
-            if (IN) {
-                first = make_uint4(lo[0], hi[0], lo[1], hi[1]);
-                second = make_uint4(lo[2], hi[2], lo[3], hi[3]);
-            } else {  // lo = samples 0, 2 and hi = 1, 3 of each word: in order again
-                first = make_uint4(__byte_perm(lo[0], hi[0], 0x5410u), __byte_perm(lo[0], hi[0], 0x7632u),
-                                   __byte_perm(lo[1], hi[1], 0x5410u), __byte_perm(lo[1], hi[1], 0x7632u));
-                second = make_uint4(__byte_perm(lo[2], hi[2], 0x5410u), __byte_perm(lo[2], hi[2], 0x7632u),
-                                    __byte_perm(lo[3], hi[3], 0x5410u), __byte_perm(lo[3], hi[3], 0x7632u));
+        int_store<FMT, PLANE, IN>(d, off, lo, hi);
+    }
+}
+
+// SITS_INT_WALK (off; not yet timed on the GPU): phase 1 walks a group's
+// input rows once, in order, SITS_INT_DEPTH loads ahead, where int_group
+// loads each footprint's rows together and waits for them once per output
+// row (a row two footprints share is loaded twice). Each row is weighed
+// into the footprint it is in; the last row of a footprint also starts the
+// next one when they share it (again for each footprint inside the row, as
+// chroma rows upscaled). More instructions a row (the weight's choice, the
+// loop), fewer loads, and the loads' latency not waited for once a row.
+#ifndef SITS_INT_WALK
+#define SITS_INT_WALK 0
+#endif
+#ifndef SITS_INT_DEPTH
+#define SITS_INT_DEPTH 4
+#endif
+
+template <int FMT, int PLANE>
+__device__ __forceinline__ void int_walk(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
+                                         unsigned int* d, int off, int row_words) {
+    constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
+    constexpr int D = SITS_INT_DEPTH;
+    // the current footprint (uniform across the block: branches on it do not diverge)
+    const uint4* span = reinterpret_cast<const uint4*>(rows + ly0);
+    uint4 sa = __ldg(span), sb = __ldg(span + 1);
+    const uint4 last = __ldg(reinterpret_cast<const uint4*>(rows + ly1 - 1));
+    const int r0 = (int)sa.x, r1 = (int)last.x + (int)last.y;  // the band's input rows
+    int n = (int)sa.y, j = 0, left = ly1 - ly0;
+    unsigned int W0 = sb.y & 0xffffu, W1 = sb.y >> 16, q = sb.z;
+    const unsigned char* row = src + (unsigned int)r0 * (unsigned int)stride;
+    uint4 v[D];
+    #pragma unroll
+    for (int k = 0; k < D; ++k) v[k] = int_load(row + k * stride, r0 + k < r1);
+    unsigned int lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};
+    #pragma unroll 1
+    for (int r = r0; r < r1; r += D, row += D * stride) {
+        #pragma unroll
+        for (int k = 0; k < D; ++k) {
+            if (r + k >= r1) break;
+            #pragma unroll 1
+            while (true) {
+                const unsigned int w = j == 0 ? W0 : (j == n - 1 ? W1 : q);
+                unsigned int a[4], b[4];  // (split where it is used: no registers held for it)
+                int_split<IN>(v[k], a, b);
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) { lo[i] += a[i] * w; hi[i] += b[i] * w; }
+                if (j < n - 1) { ++j; break; }
+                int_store<FMT, PLANE, IN>(d, off, lo, hi);  // the footprint is complete
+                d += row_words;
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) lo[i] = hi[i] = 0u;
+                if (--left == 0) break;
+                span += 2;
+                sa = __ldg(span); sb = __ldg(span + 1);
+                n = (int)sa.y; W0 = sb.y & 0xffffu; W1 = sb.y >> 16; q = sb.z;
+                j = 0;
+                if ((int)sa.x != r + k) break;  // it starts at the next row
+                // it starts at this row too: weigh it again
             }
-            // (32 bytes a thread: a quarter warp's 16-byte stores take two
-            // shared-memory wavefronts; storing lanes 4-7's halves the other
-            // way round avoids it but costs 8 selects: 640 outputs 2% slower.)
-            *reinterpret_cast<uint4*>(o) = first;
-            *reinterpret_cast<uint4*>(o + 4) = second;
+            v[k] = int_load(row + (k + D) * stride, r + k + D < r1);
         }
     }
 }
@@ -774,35 +850,21 @@ __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, 
     v = W0 * (f >> 16) + W1 * (l >> 16) + mv * e.z;
 }
 
-// One output column of the integer kernel, set up once for a band: its two
-// column entries, 1 / (footprint * q) of both axes (k0 luma, k1 chroma),
-// and for SHORT the taps (luma t0..t2, chroma c0, c1; 0 past a footprint),
-// where its samples start in the band's first row buffer, and -2^23 * k.
-struct IntCol {
-    uint4 e0, e1;
-    float k0, k1, z0, z1;
-    unsigned int t0, t1, t2, c0, c1;
-    const unsigned short* l;
-    const unsigned int* c;
+// SHORT's column (kernel.py `short_columns`): the row-buffer word of its
+// first luma sample (l) and of its first (U, V) pair (c, from the row's
+// start), the luma weights as bytes from word l on, the chroma taps.
+struct ShortCol {
+    unsigned int l, c, w, c0, c1;
 };
 
-__device__ __forceinline__ IntCol int_column(const unsigned char* tables, const Params& p, int lx,
-                                             const unsigned int* row, float sy0, float sy1) {
-    IntCol col;
-    col.e0 = int_col(tables, p.cols0, lx);
-    col.e1 = int_col(tables, p.cols1, lx);
-    col.k0 = __uint_as_float(col.e0.w) * sy0;
-    col.k1 = __uint_as_float(col.e1.w) * sy1;
-    col.z0 = -8388608.0f * col.k0;
-    col.z1 = -8388608.0f * col.k1;
-    const int n0 = (int)(col.e0.x >> 16), n1 = (int)(col.e1.x >> 16);
-    col.t0 = col.e0.y & 0xffffu;
-    col.t1 = int_tap(1, n0, col.t0, col.e0.y >> 16, col.e0.z);
-    col.t2 = int_tap(2, n0, col.t0, col.e0.y >> 16, col.e0.z);
-    col.c0 = col.e1.y & 0xffffu;
-    col.c1 = int_tap(1, n1, col.c0, col.e1.y >> 16, col.e1.z);
-    col.l = reinterpret_cast<const unsigned short*>(row) + (col.e0.x & 0xffffu);
-    col.c = row + p.smem_off1 + (col.e1.x & 0xffffu);
+__device__ __forceinline__ ShortCol short_column(const unsigned char* tables, const Params& p, int lx) {
+    const uint4 e = __ldg(reinterpret_cast<const uint4*>(tables + p.cols2) + lx);
+    ShortCol col;
+    col.l = e.x & 0xffffu;
+    col.c = (e.x >> 16) + (unsigned int)p.smem_off1;
+    col.w = e.y;
+    col.c0 = e.z & 0xffffu;
+    col.c1 = e.z >> 16;
     return col;
 }
 
@@ -810,25 +872,23 @@ __device__ __forceinline__ IntCol int_column(const unsigned char* tables, const 
 // 16-bit column sums of a row buffer word against two weight bytes), when
 // the host built the column table at cols2 (kernel.py `dot_columns`: every
 // column weight under 256, a footprint within 6 words of each part of a row
-// buffer). A column's entry (16 words): the first luma word, 3 luma weight
+// buffer). A column's entry (12 words): the first luma word, 3 luma weight
 // words (bytes: the weights of samples 0..11 from that word on, 0 outside
 // the footprint), the first (U, V) word, 3 U and 3 V weight words (U's on
 // bytes 0 and 2, V's on bytes 1 and 3: pair k takes the low or high half of
-// word k / 2), k0 and k1 as float bits. 6 loads and 6 dot products for luma
-// and 6 and 12 for chroma, where the loops read each sample alone.
+// word k / 2), one word unused. 6 loads and 6 dot products for luma and 6
+// and 12 for chroma, where the loops read each sample alone.
 struct DotCol {
     unsigned int l0, c0, wl[3], wu[3], wv[3];
-    float k0, k1;
 };
 
 __device__ __forceinline__ DotCol dot_column(const unsigned char* tables, const Params& p, int lx) {
-    const uint4* e = reinterpret_cast<const uint4*>(tables + p.cols2) + 4 * lx;
-    const uint4 a = __ldg(e), b = __ldg(e + 1), c = __ldg(e + 2), d = __ldg(e + 3);
+    const uint4* e = reinterpret_cast<const uint4*>(tables + p.cols2) + 3 * lx;
+    const uint4 a = __ldg(e), b = __ldg(e + 1), c = __ldg(e + 2);
     DotCol col;
     col.l0 = a.x; col.wl[0] = a.y; col.wl[1] = a.z; col.wl[2] = a.w;
     col.c0 = b.x; col.wu[0] = b.y; col.wu[1] = b.z; col.wu[2] = b.w;
     col.wv[0] = c.x; col.wv[1] = c.y; col.wv[2] = c.z;
-    col.k0 = __uint_as_float(d.x); col.k1 = __uint_as_float(d.y);
     return col;
 }
 
@@ -852,19 +912,19 @@ __device__ __forceinline__ void dot_sums(const unsigned int* row, int off1, cons
     }
 }
 
-// SHORT: the three output values of a column in the row buffer `r` words
-// after the first. Taps past a footprint read what follows it (the buffer
-// has slack at its end) and weigh it 0. The sums become floats by OR-ing
-// them into 2^23's mantissa: (2^23 + a) * k - 2^23 * k is a * k rounded once
-// (2^23 * k is exact).
-__device__ __forceinline__ void int_short_values(const Params& p, const IntCol& col, int r, float* vals) {
-    const unsigned short* l = col.l + 2 * r;
-    const unsigned int* c = col.c + r;
-    const unsigned int a = col.t0 * l[0] + col.t1 * l[1] + col.t2 * l[2];
+// SHORT: the three output values of a column from its luma words l[0..1]
+// and (U, V) words c[0..1] in one row buffer. The luma sum is two dot
+// products (a footprint of up to 3 samples in two words, weight 0 outside
+// it; a tap past a footprint reads what follows it: the buffer has slack at
+// its end). The sums become floats by OR-ing them into 2^23's mantissa:
+// (2^23 + a) * k - 2^23 * k is a * k rounded once (2^23 * k is exact).
+__device__ __forceinline__ void int_short_values(const Params& p, const ShortCol& col, const unsigned int* l,
+                                                 const unsigned int* c, float* vals) {
+    const unsigned int a = __dp2a_hi(l[1], col.w, __dp2a_lo(l[0], col.w, 0u));
     const unsigned int uv = col.c0 * c[0] + col.c1 * c[1];
-    pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), col.k0, col.z0),
-                 fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), col.k1, col.z1),
-                 fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), col.k1, col.z1), vals);
+    pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), p.kz[0], p.kz[1]),
+                 fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), p.kz[2], p.kz[3]),
+                 fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), p.kz[2], p.kz[3]), vals);
 }
 
 // Two 16-bit output values as one word, the first in the low half.
@@ -966,12 +1026,22 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int groups = Tr::planar ? start1 + groups1 : groups0;
         for (int g = threadIdx.x; g < groups; g += bd) {
             if (!Tr::planar || g < groups0) {
-                int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                      s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+                if (SITS_INT_WALK) {
+                    int_walk<FMT, 0>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                     s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+                } else {
+                    int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                            s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
+                }
             } else if (g >= start1) {
                 const int h = g - start1;
-                int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
-                                      s + 8 * h, p.smem_off1, p.smem_row);
+                if (SITS_INT_WALK) {
+                    int_walk<FMT, 1>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
+                                     s + 8 * h, p.smem_off1, p.smem_row);
+                } else {
+                    int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
+                                            ly0, ly1, s + 8 * h, p.smem_off1, p.smem_row);
+                }
             }
         }
         __syncthreads();
@@ -981,8 +1051,6 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     // 640 outputs 12% faster; for the taller footprints of 224 outputs
     // slower or no better, and at the kernel's start slower everywhere).
     if (SHORT && SITS_INT_PREFETCH && threadIdx.x == 0) int_prefetch_ahead(p, spans, T, Tr::planar, SITS_INT_PREFETCH_AHEAD);
-    // Every footprint row has the same length, so 1 / (footprint * q) is one per plane.
-    const float sy0 = spans[0].scale, sy1 = spans[Tr::planar ? p.span_rows1 : 0].scale;
     // Rows [yc0, yc1) of the band are content; the rest letterbox fill.
     const int yc0 = imax(y_begin, p.content_y), yc1 = imax(imin(y_end, p.content_y + p.content_h), yc0);
     const unsigned int* rows0 = s + (yc0 - p.content_y - ly0) * p.smem_row;
@@ -1002,17 +1070,23 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         }
         const bool in0 = x >= p.content_x && x < p.content_x + p.content_w;
         if (PAIRS && pairs && xn == x + 2 && in0 && x + 1 < p.content_x + p.content_w) {
-            const IntCol a = int_column(tables, p, x - p.content_x, rows0, sy0, sy1);
-            const IntCol b = int_column(tables, p, x + 1 - p.content_x, rows0, sy0, sy1);
-            OT* oy = out + x + (long long)yc0 * p.out_stride_y;
-            for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
+            const ShortCol a = short_column(tables, p, x - p.content_x);
+            const ShortCol b = short_column(tables, p, x + 1 - p.content_x);
+            // running pointers: one add a row each, the loads at fixed offsets
+            const unsigned int *la = rows0 + a.l, *ca = rows0 + a.c, *lb = rows0 + b.l, *cb = rows0 + b.c;
+            OT* o0 = out + x + (long long)yc0 * p.out_stride_y;
+            OT* o1 = o0 + p.out_stride_c;
+            OT* o2 = o1 + p.out_stride_c;
+            #pragma unroll 1
+            for (int y = yc1 - yc0; y > 0; --y) {
                 float va[3], vb[3];
-                int_short_values(p, a, r, va);
-                int_short_values(p, b, r, vb);
-                #pragma unroll
-                for (int ch = 0; ch < 3; ++ch)
-                    *reinterpret_cast<unsigned int*>(oy + (long long)ch * p.out_stride_c) = pack2<OUT>(va[ch], vb[ch]);
-                oy += p.out_stride_y;
+                int_short_values(p, a, la, ca, va);
+                int_short_values(p, b, lb, cb, vb);
+                *reinterpret_cast<unsigned int*>(o0) = pack2<OUT>(va[0], vb[0]);
+                *reinterpret_cast<unsigned int*>(o1) = pack2<OUT>(va[1], vb[1]);
+                *reinterpret_cast<unsigned int*>(o2) = pack2<OUT>(va[2], vb[2]);
+                la += p.smem_row; ca += p.smem_row; lb += p.smem_row; cb += p.smem_row;
+                o0 += p.out_stride_y; o1 += p.out_stride_y; o2 += p.out_stride_y;
             }
             continue;
         }
@@ -1029,24 +1103,33 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
                 for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
                     unsigned int a, u, v;
                     dot_sums(rows0 + r, p.smem_off1, col, a, u, v);
-                    write_pixel<OUT>(p, oy, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1);
+                    write_pixel<OUT>(p, oy, (float)a * p.kz[0], (float)u * p.kz[2], (float)v * p.kz[2]);
                     oy += p.out_stride_y;
                 }
                 continue;
             }
-            const IntCol col = int_column(tables, p, lx, rows0, sy0, sy1);
+            if (SHORT) {
+                const ShortCol col = short_column(tables, p, lx);
+                OT* oy = o + (long long)yc0 * p.out_stride_y;
+                for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
+                    float vals[3];
+                    int_short_values(p, col, rows0 + r + col.l, rows0 + r + col.c, vals);
+                    #pragma unroll
+                    for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                    oy += p.out_stride_y;
+                }
+                continue;
+            }
+            // the loops: the column's two entries, set up once for the band
+            const uint4 e0 = int_col(tables, p.cols0, lx), e1 = int_col(tables, p.cols1, lx);
             OT* oy = o + (long long)yc0 * p.out_stride_y;
             for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
                 float vals[3];
-                if (SHORT) {
-                    int_short_values(p, col, r, vals);
-                } else {
-                    const unsigned int* row = rows0 + r;
-                    const unsigned int a = int_box(reinterpret_cast<const unsigned short*>(row), col.e0);
-                    unsigned int u, v;
-                    int_box2(row + p.smem_off1, col.e1, u, v);
-                    pixel_values(p, (float)a * col.k0, (float)u * col.k1, (float)v * col.k1, vals);
-                }
+                const unsigned int* row = rows0 + r;
+                const unsigned int a = int_box(reinterpret_cast<const unsigned short*>(row), e0);
+                unsigned int u, v;
+                int_box2(row + p.smem_off1, e1, u, v);
+                pixel_values(p, (float)a * p.kz[0], (float)u * p.kz[2], (float)v * p.kz[2], vals);
                 #pragma unroll
                 for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
                 oy += p.out_stride_y;
