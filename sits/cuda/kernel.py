@@ -197,11 +197,14 @@ def area_integer(plan: Plan, vec: int = 4) -> bool:
     """Whether the area launch with `vec`-word groups takes the integer
     kernel (area_int): 8-bit YUV, 16-byte groups, and exact weights whose
     sums fit its lanes (255 * the weights of a footprint row < 2^16; 65535
-    * those of a column < 2^32)."""
+    * those of a column < 2^32), in planes whose rows it finds at 32-bit
+    offsets (stride * rows < 2^32)."""
     if not AREA_INTEGER or vec != 4 or plan.resize != "area" or plan.info.name not in AREA_INTEGER_FORMATS:
         return False
     if 4 * area_words(plan, 4).int_row > MAX_SHARED_BYTES:
         return False  # the float kernel refuses it with the reason
+    if plan.src.stride(0) * plan.src.height >= 1 << 32:
+        return False  # (a chroma plane is no taller)
     return _integer_spans(plan) is not None
 
 

@@ -239,6 +239,12 @@ def test_area_integer_choice():
         assert not K.area_integer(plan, 1)
     # 1080 rows into 223: q = 223, a footprint row weighs 1080 > 65535 / 255.
     assert not K.area_integer(make_plan(src, OutputSpec(224, 223), resize="area"), 4)
+    # a plane of 4 GiB or more: its rows are past the kernel's 32-bit offsets
+    # (footprints of 100 and 150 rows: 255 * 150 fits a 16-bit lane)
+    for rows, want in ((224 * 100, True), (224 * 150, False)):
+        tall = SourceFormat("YUYV", 1920, rows, bytesperline=1 << 17)
+        assert (tall.stride(0) * rows >= 1 << 32) == (not want)
+        assert K.area_integer(make_plan(tall, OutputSpec(224, 224), resize="area"), 4) == want
     assert not K.area_integer(make_plan(src, OutputSpec(224, 224), resize="bilinear"), 4)
     for fmt in ("P010", "XRGB8888"):
         assert not K.area_integer(make_plan(SourceFormat(fmt, 1920, 1080), OutputSpec(224, 224), resize="area"), 4)
