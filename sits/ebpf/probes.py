@@ -367,14 +367,15 @@ class ProbeSession:
 
     def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
                      must: bool = False) -> BpfObject | None:
-        """Open and load `objname` with only `progs` autoloaded (all of a
-        helper object's: bench, follow). A refused load skips those programs
-        with the reason, unless `must`."""
+        """Open and load `objname` with only `progs` autoloaded (a helper
+        object's: follow's all, bench's the chosen trigger's). A refused load
+        skips those programs with the reason, unless `must`."""
         obj = self._open(objname, first=first)
         names = {p.name for p in progs}
-        helper = objname in ("bench", "follow")
+        if objname == "bench":
+            names.add(BENCH_PROGRAMS[self.bench_trigger])  # (only it: the other may need BTF)
         for pname in obj.program_names():
-            obj.set_autoload(pname, helper or pname in names)
+            obj.set_autoload(pname, objname == "follow" or pname in names)
         try:
             obj.load()
         except KernelCallError as exc:
