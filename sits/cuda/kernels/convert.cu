@@ -630,6 +630,19 @@ __device__ __forceinline__ void int_rows(const unsigned char* row, int stride, u
     }
 }
 
+// A footprint row span's integer fields (area_int): its first row, rows,
+// end weights and the weight between. (Read as the Span's two 16-byte
+// halves: the compiler then loads i0 and n together, W and q together.)
+struct IntSpan {
+    int i0, n;
+    unsigned int W0, W1, q;
+};
+
+__device__ __forceinline__ IntSpan int_span(const Span* s) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(s)), b = __ldg(reinterpret_cast<const uint4*>(s) + 1);
+    return {(int)a.x, (int)a.y, b.y & 0xffffu, b.y >> 16, b.z};  // i0, n | W, q (struct Span)
+}
+
 // A group's vertical sums (int_split lanes) to the row buffer at d: luma
 // at d, chroma at d + off.
 template <int FMT, int PLANE, bool IN>
@@ -673,15 +686,15 @@ __device__ __forceinline__ void int_group(const unsigned char* src, int stride, 
                                           unsigned int* s, int off, int row_words) {
     constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
     // (running pointers to the span and the destination; a footprint's first
-    // row at a 32-bit offset: a plane is under 4 GiB)
+    // row at a 32-bit offset: kernel.area_integer keeps planes under 4 GiB)
     unsigned int* d = s;
-    const uint4* span = reinterpret_cast<const uint4*>(rows + ly0);
+    const Span* span = rows + ly0;
     #pragma unroll 1
-    for (int ly = ly0; ly < ly1; ++ly, d += row_words, span += 2) {
-        const uint4 sa = __ldg(span), sb = __ldg(span + 1);
-        const unsigned int W0 = sb.y & 0xffffu, W1 = sb.y >> 16, q = sb.z;
-        const int n = (int)sa.y;
-        const unsigned char* row = src + sa.x * (unsigned int)stride;
+    for (int ly = ly0; ly < ly1; ++ly, d += row_words, ++span) {
+        const IntSpan sp = int_span(span);
+        const unsigned int W0 = sp.W0, W1 = sp.W1, q = sp.q;
+        const int n = sp.n;
+        const unsigned char* row = src + (unsigned int)sp.i0 * (unsigned int)stride;
         unsigned int lo[4], hi[4];
         switch (n) {
             case 1: int_rows<1, IN>(row, stride, W0, W1, q, lo, hi); break;
@@ -736,12 +749,10 @@ __device__ __forceinline__ void int_walk(const unsigned char* src, int stride, c
     constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
     constexpr int D = SITS_INT_DEPTH;
     // the current footprint (uniform across the block: branches on it do not diverge)
-    const uint4* span = reinterpret_cast<const uint4*>(rows + ly0);
-    uint4 sa = __ldg(span), sb = __ldg(span + 1);
-    const uint4 last = __ldg(reinterpret_cast<const uint4*>(rows + ly1 - 1));
-    const int r0 = (int)sa.x, r1 = (int)last.x + (int)last.y;  // the band's input rows
-    int n = (int)sa.y, j = 0, left = ly1 - ly0;
-    unsigned int W0 = sb.y & 0xffffu, W1 = sb.y >> 16, q = sb.z;
+    int ly = ly0, j = 0;
+    IntSpan sp = int_span(rows + ly);
+    const IntSpan last = int_span(rows + ly1 - 1);
+    const int r0 = sp.i0, r1 = last.i0 + last.n;  // the band's input rows
     const unsigned char* row = src + (unsigned int)r0 * (unsigned int)stride;
     uint4 v[D];
     #pragma unroll
@@ -754,27 +765,33 @@ __device__ __forceinline__ void int_walk(const unsigned char* src, int stride, c
             if (r + k >= r1) break;
             #pragma unroll 1
             while (true) {
-                const unsigned int w = j == 0 ? W0 : (j == n - 1 ? W1 : q);
+                const unsigned int w = int_tap(j, sp.n, sp.W0, sp.W1, sp.q);
                 unsigned int a[4], b[4];  // (split where it is used: no registers held for it)
                 int_split<IN>(v[k], a, b);
                 #pragma unroll
                 for (int i = 0; i < 4; ++i) { lo[i] += a[i] * w; hi[i] += b[i] * w; }
-                if (j < n - 1) { ++j; break; }
+                if (j < sp.n - 1) { ++j; break; }
                 int_store<FMT, PLANE, IN>(d, off, lo, hi);  // the footprint is complete
                 d += row_words;
                 #pragma unroll
                 for (int i = 0; i < 4; ++i) lo[i] = hi[i] = 0u;
-                if (--left == 0) break;
-                span += 2;
-                sa = __ldg(span); sb = __ldg(span + 1);
-                n = (int)sa.y; W0 = sb.y & 0xffffu; W1 = sb.y >> 16; q = sb.z;
+                if (++ly == ly1) break;
+                sp = int_span(rows + ly);
                 j = 0;
-                if ((int)sa.x != r + k) break;  // it starts at the next row
+                if (sp.i0 != r + k) break;  // it starts at the next row
                 // it starts at this row too: weigh it again
             }
             v[k] = int_load(row + (k + D) * stride, r + k + D < r1);
         }
     }
+}
+
+// Phase 1 for one group: int_walk or int_group (SITS_INT_WALK).
+template <int FMT, int PLANE, int MAXN>
+__device__ __forceinline__ void int_phase1(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
+                                           unsigned int* s, int off, int row_words) {
+    if (SITS_INT_WALK) int_walk<FMT, PLANE>(src, stride, rows, ly0, ly1, s, off, row_words);
+    else int_group<FMT, PLANE, MAXN>(src, stride, rows, ly0, ly1, s, off, row_words);
 }
 
 // A column entry of the integer kernel: i0 | n << 16, W0 | W1 << 16, q, scale.
@@ -912,19 +929,19 @@ __device__ __forceinline__ void dot_sums(const unsigned int* row, int off1, cons
     }
 }
 
-// SHORT: the three output values of a column from its luma words l[0..1]
-// and (U, V) words c[0..1] in one row buffer. The luma sum is two dot
+// SHORT: a column's luma and (U, V) means from its luma words l[0..1] and
+// (U, V) words c[0..1] in one row buffer. The luma sum is two dot
 // products (a footprint of up to 3 samples in two words, weight 0 outside
 // it; a tap past a footprint reads what follows it: the buffer has slack at
 // its end). The sums become floats by OR-ing them into 2^23's mantissa:
 // (2^23 + a) * k - 2^23 * k is a * k rounded once (2^23 * k is exact).
-__device__ __forceinline__ void int_short_values(const Params& p, const ShortCol& col, const unsigned int* l,
-                                                 const unsigned int* c, float* vals) {
+__device__ __forceinline__ void int_short_yuv(const Params& p, const ShortCol& col, const unsigned int* l,
+                                              const unsigned int* c, float& y, float& u, float& v) {
     const unsigned int a = __dp2a_hi(l[1], col.w, __dp2a_lo(l[0], col.w, 0u));
     const unsigned int uv = col.c0 * c[0] + col.c1 * c[1];
-    pixel_values(p, fmaf(__uint_as_float(a | 0x4B000000u), p.kz[0], p.kz[1]),
-                 fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), p.kz[2], p.kz[3]),
-                 fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), p.kz[2], p.kz[3]), vals);
+    y = fmaf(__uint_as_float(a | 0x4B000000u), p.kz[0], p.kz[1]);
+    u = fmaf(__uint_as_float((uv & 0xffffu) | 0x4B000000u), p.kz[2], p.kz[3]);
+    v = fmaf(__uint_as_float(__byte_perm(uv, 0x4B000000u, 0x7432u)), p.kz[2], p.kz[3]);
 }
 
 // Two 16-bit output values as one word, the first in the low half.
@@ -1026,22 +1043,12 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int groups = Tr::planar ? start1 + groups1 : groups0;
         for (int g = threadIdx.x; g < groups; g += bd) {
             if (!Tr::planar || g < groups0) {
-                if (SITS_INT_WALK) {
-                    int_walk<FMT, 0>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                     s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
-                } else {
-                    int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
-                                            s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
-                }
+                int_phase1<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                                         s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
             } else if (g >= start1) {
                 const int h = g - start1;
-                if (SITS_INT_WALK) {
-                    int_walk<FMT, 1>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1, ly0, ly1,
-                                     s + 8 * h, p.smem_off1, p.smem_row);
-                } else {
-                    int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
-                                            ly0, ly1, s + 8 * h, p.smem_off1, p.smem_row);
-                }
+                int_phase1<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
+                                         ly0, ly1, s + 8 * h, p.smem_off1, p.smem_row);
             }
         }
         __syncthreads();
@@ -1079,9 +1086,11 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             OT* o2 = o1 + p.out_stride_c;
             #pragma unroll 1
             for (int y = yc1 - yc0; y > 0; --y) {
-                float va[3], vb[3];
-                int_short_values(p, a, la, ca, va);
-                int_short_values(p, b, lb, cb, vb);
+                float cy, cu, cv, va[3], vb[3];
+                int_short_yuv(p, a, la, ca, cy, cu, cv);
+                pixel_values(p, cy, cu, cv, va);
+                int_short_yuv(p, b, lb, cb, cy, cu, cv);
+                pixel_values(p, cy, cu, cv, vb);
                 *reinterpret_cast<unsigned int*>(o0) = pack2<OUT>(va[0], vb[0]);
                 *reinterpret_cast<unsigned int*>(o1) = pack2<OUT>(va[1], vb[1]);
                 *reinterpret_cast<unsigned int*>(o2) = pack2<OUT>(va[2], vb[2]);
@@ -1112,10 +1121,9 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
                 const ShortCol col = short_column(tables, p, lx);
                 OT* oy = o + (long long)yc0 * p.out_stride_y;
                 for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
-                    float vals[3];
-                    int_short_values(p, col, rows0 + r + col.l, rows0 + r + col.c, vals);
-                    #pragma unroll
-                    for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                    float cy, cu, cv;
+                    int_short_yuv(p, col, rows0 + r + col.l, rows0 + r + col.c, cy, cu, cv);
+                    write_pixel<OUT>(p, oy, cy, cu, cv);
                     oy += p.out_stride_y;
                 }
                 continue;
@@ -1124,14 +1132,11 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             const uint4 e0 = int_col(tables, p.cols0, lx), e1 = int_col(tables, p.cols1, lx);
             OT* oy = o + (long long)yc0 * p.out_stride_y;
             for (int y = yc0, r = 0; y < yc1; ++y, r += p.smem_row) {
-                float vals[3];
                 const unsigned int* row = rows0 + r;
                 const unsigned int a = int_box(reinterpret_cast<const unsigned short*>(row), e0);
                 unsigned int u, v;
                 int_box2(row + p.smem_off1, e1, u, v);
-                pixel_values(p, (float)a * p.kz[0], (float)u * p.kz[2], (float)v * p.kz[2], vals);
-                #pragma unroll
-                for (int ch = 0; ch < 3; ++ch) store<OUT>(oy + (long long)ch * p.out_stride_c, vals[ch]);
+                write_pixel<OUT>(p, oy, (float)a * p.kz[0], (float)u * p.kz[2], (float)v * p.kz[2]);
                 oy += p.out_stride_y;
             }
         }
