@@ -19,18 +19,23 @@ from sits.errors import UsageError
 KERNEL_SOURCE_PATH = Path(__file__).with_name("kernels") / "convert.cu"
 
 
-def kernel_defines() -> dict[str, str]:
-    """Compile-time variants of kernels/convert.cu for the GPU build and the CPU
-    emulator alike: SITS_CUDA_DEFINES in the environment, NAME=VALUE items
-    separated by commas or spaces (NAME alone means NAME=1), e.g.
-    SITS_CUDA_DEFINES=SITS_INT_WORDSUM=1,SITS_INT_MIN_BLOCKS=4."""
-    text = os.environ.get("SITS_CUDA_DEFINES", "")
+def parse_defines(text: str) -> dict[str, str]:
+    """NAME=VALUE items separated by commas or spaces (NAME alone means
+    NAME=1; a later item wins)."""
     return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
 
 
-def kernel_source() -> str:
-    """The kernel text with the kernel_defines() in front."""
-    return "".join(f"#define {k} {v}\n" for k, v in kernel_defines().items()) + KERNEL_SOURCE_PATH.read_text()
+def kernel_defines() -> dict[str, str]:
+    """Compile-time variants of kernels/convert.cu for the GPU build and the CPU
+    emulator alike: SITS_CUDA_DEFINES in the environment (parse_defines), e.g.
+    SITS_CUDA_DEFINES=SITS_INT_WORDSUM=1,SITS_INT_MIN_BLOCKS=4."""
+    return parse_defines(os.environ.get("SITS_CUDA_DEFINES", ""))
+
+
+def kernel_source(extra: dict[str, str] | None = None) -> str:
+    """The kernel text with kernel_defines() and `extra` (which win) in front."""
+    defines = {**kernel_defines(), **(extra or {})}
+    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + KERNEL_SOURCE_PATH.read_text()
 
 # (name, count, kind) in the order of `struct Params` in kernels/convert.cu;
 # every field is 4 bytes (tests/unit/test_cuda_kernel_params.py checks the match).

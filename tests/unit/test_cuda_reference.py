@@ -238,3 +238,13 @@ def test_area_spans_are_the_oracle_weights(fmt):
         cols1 = table[start["span_cols1"]:]
         np.testing.assert_allclose(expand(cols1, 32, base1), R.area_weights(10, 32, 6, 5.0, 2), atol=1e-6)
     assert words.shared_bytes == 8 * words.smem_row
+
+
+def test_kernel_defines_and_source(monkeypatch):
+    # SITS_CUDA_DEFINES items (commas or spaces; NAME alone is 1; a later
+    # item wins) in front of the kernel text, a caller's own on top.
+    from sits.cuda import kernel as K
+    assert K.parse_defines("A=1,B C=x A=2") == {"A": "2", "B": "1", "C": "x"}
+    monkeypatch.setenv("SITS_CUDA_DEFINES", "SITS_INT_WALK=0,SITS_INT_DEPTH=2")
+    head = K.kernel_source({"SITS_INT_WALK": "1"}).split("\n")[:3]
+    assert head == ["#define SITS_INT_WALK 1", "#define SITS_INT_DEPTH 2", K.KERNEL_SOURCE_PATH.read_text().split("\n")[0]]

@@ -19,8 +19,8 @@ written once" at the device-to-device copy bandwidth measured in this run.
 """
 import argparse
 import json
+import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +37,10 @@ CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("
          ("YUYV", 640, "float16", "NCHW"), ("NV12", 640, "float16", "NCHW")]
 
 
-def use_variant(defines: dict[str, str], source: str, tmp: Path) -> None:
-    path = tmp / ("v_" + "_".join(f"{k}{v}" for k, v in defines.items()) + ".cu")
-    path.write_text("".join(f"#define {k} {v}\n" for k, v in defines.items()) + source)
-    K.KERNEL_SOURCE_PATH = path
+def use_variant(item: str, base: str) -> None:
+    """Build the kernels with the defines of `item` on top of `base` (the
+    SITS_CUDA_DEFINES this run started with: kernel.kernel_defines)."""
+    os.environ["SITS_CUDA_DEFINES"] = f"{base},{item}"
     C._module.cache_clear()
 
 
@@ -72,20 +72,20 @@ def main() -> int:
     stream = cp.cuda.Stream(non_blocking=True)
     d2d = B.d2d_bandwidth(cp, stream)
     print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
-    source = Path(K.KERNEL_SOURCE_PATH).read_text()
+    base = os.environ.get("SITS_CUDA_DEFINES", "")
     cases = [CASES[i] for i in args.cases] if args.cases else CASES
     # Only the area kernels of the cases' formats and output types (less to compile a variant).
     codes = {(SourceFormat(fmt, B.W, B.H).info.code, K.OUT_CODES[dtype]) for fmt, _, dtype, _ in cases}
     wanted = [n for n in K.all_kernel_names() if "area" in n
               and tuple(int(v) for v in n.split("<")[1].split(",")[:2]) in codes]
     K.all_kernel_names = lambda: wanted
-    tmp = Path(tempfile.mkdtemp())
     sets_of = {}
     rows = []
-    variants = [(dict(d.split("=") for d in item.split(",")), integer, dot)
+    variants = [(item, integer, dot)
                 for item in args.defines for integer in args.integer for dot in args.dot]
-    for defines, integer, dot in variants:
-        use_variant(defines, source, tmp)
+    for item, integer, dot in variants:
+        use_variant(item, base)
+        defines = K.parse_defines(item)
         K.AREA_INTEGER = bool(integer)
         K.AREA_INT_DOT = bool(dot)
         K.AREA_INT_THREADS = int(defines.get("SITS_INT_THREADS", 256))

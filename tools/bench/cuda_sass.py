@@ -61,10 +61,10 @@ def main() -> int:
     if any(not re.fullmatch(r"\d,\d,[01]", k) for k in args.kernels):
         print("cuda_sass: --kernels takes FMT,OUT,SHORT triples such as 2,1,1", file=sys.stderr)
         return 2
-    defines = "".join(f"#define {d.split('=', 1)[0]} {d.split('=', 1)[1] if '=' in d else 1}\n" for d in args.defines)
     with tempfile.TemporaryDirectory(prefix="sits-sass-") as tmp:
         src, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
-        src.write_text(defines + K.kernel_source() + "".join(INSTANTIATE.format(k) for k in args.kernels))
+        src.write_text(K.kernel_source(K.parse_defines(" ".join(args.defines)))
+                       + "".join(INSTANTIATE.format(k) for k in args.kernels))
         built = subprocess.run([args.nvcc, "-std=c++17", f"-arch={args.arch}", "-cubin", "-Xptxas", "-v",
                                 "-o", str(cubin), str(src)], capture_output=True, text=True)
         if built.returncode != 0:
