@@ -107,8 +107,9 @@ _ALTERNATIVES = {"sits_fence_init", "sits_fence_emit"}
 _OPTIONAL = {"sits_fence_destroy"} | _ALTERNATIVES
 
 #: the bench object's bursts (bench.bpf.c): on each getppid() of a tracked
-#: process, or each switch away from one (interrupts off)
+#: process, or each switch away from one (interrupts off); their rows' probe
 BENCH_PROGRAMS = {"getppid": "sits_bench_burst", "switch": "sits_bench_switch"}
+BENCH_PROBE = 60  # SITS_P_BENCH
 SHARED_MAPS = ("hist", "hist_spill", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
                "comms")
 DROP_NAMES = ("ringbuf", "hist_map_full", "start_map_full", "fence_names_full", "hist_alloc_failed")
@@ -427,7 +428,7 @@ class ProbeSession:
             if p.group in self.groups:
                 mask |= 1 << p.id
         if "bench" in self.groups:
-            mask |= 1 << 60
+            mask |= 1 << BENCH_PROBE
         cfg.probe_mask = mask
         if name == "follow":
             offsets = obj.section(".rodata.follow", "__u32 *")

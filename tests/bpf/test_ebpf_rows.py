@@ -12,12 +12,11 @@ import time
 
 import pytest
 
-from sits.ebpf.probes import Filters, ProbeSession
+from sits.ebpf.probes import BENCH_PROBE, Filters, ProbeSession
 
 pytestmark = pytest.mark.bpf
 
 BURST, CALLS = 256, 3
-BENCH = 60  # SITS_P_BENCH
 
 
 def _burst(spill_rows: int):
@@ -36,7 +35,7 @@ def _burst(spill_rows: int):
     counts = {}
     for rows in (first, second):
         for k, h in rows.items():
-            if k.probe == BENCH:
+            if k.probe == BENCH_PROBE:
                 counts[k.key] = counts.get(k.key, 0) + h.count
     return counts, drops
 
