@@ -44,7 +44,7 @@ class FlipLoop:
         if not (p.zero_copy and p._capturing and p._stop_reason is None and cap is not None
                 and cap.streaming and not p._wb_pending and not p._fences and not p._lost
                 and p._wait_id is None and not p._freeze_wanted and not p.display_paused
-                and p.out.configured and not cap._unqueued
+                and p.out.configured and not cap.unqueued
                 and len(cap.buffers) <= lib.SITS_LOOP_MAX_BUFS):
             return False
         held = set()
@@ -67,7 +67,7 @@ class FlipLoop:
         p, L = self.p, self.L
         cap, out, card = p.cap, p.out, p.card
         L.epfd, L.vfd, L.dfd = p._poller.fileno(), cap.fileno(), card.fileno()
-        L.memory, L.nbufs = cap._memory_type, len(cap.buffers)
+        L.memory, L.nbufs = cap.memory_type, len(cap.buffers)
         for b in cap.buffers:
             L.dmabuf_fd[b.index] = b.dmabuf.fileno()
             L.length[b.index] = b.dmabuf.size

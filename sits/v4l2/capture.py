@@ -25,14 +25,21 @@ MEMORY_KINDS = ("mmap", "heap", "udmabuf")
 class CaptureBuffer:
     """One V4L2 buffer slot and the dma-buf that holds its pixels."""
 
-    __slots__ = ("index", "dmabuf", "format", "queued", "leased", "__weakref__")
+    __slots__ = ("index", "dmabuf", "format", "queued", "leased", "memfd", "__weakref__")
 
-    def __init__(self, index: int, dmabuf: DmaBuf, fmt: raw.Format):
+    def __init__(self, index: int, dmabuf: DmaBuf | None, fmt: raw.Format, memfd=None):
         self.index = index
         self.dmabuf = dmabuf
         self.format = fmt
         self.queued = False   # owned by the driver
         self.leased = False   # owned by consumers (a Frame with live leases)
+        # the memfd whose pages hold the pixels (udmabuf buffers, memfd
+        # sources), which CUDA registers as host memory; None for driver or
+        # dma-heap memory
+        if memfd is None and dmabuf is not None:
+            from sits.dmabuf.udmabuf import MemFd
+            memfd = dmabuf.backing if isinstance(dmabuf.backing, MemFd) else None
+        self.memfd = memfd
 
     def __repr__(self):
         state = "queued" if self.queued else "leased" if self.leased else "idle"
@@ -53,6 +60,14 @@ class Lease:
         if self._live:
             self._live = False
             self.frame._release(self)
+
+    def hand_over(self) -> None:
+        """The claim passes to code that keeps no Lease objects (the C flip
+        loop holds the buffer by index): the lease ends, and its going does
+        not requeue the buffer even when it was the last."""
+        if self._live:
+            self._live = False
+            self.frame._leases.discard(self)
 
     @property
     def live(self) -> bool:
@@ -99,7 +114,7 @@ class Frame:
         self._leases.discard(lease)
         if not self._leases:
             self.buffer.leased = False
-            self._device._requeue(self.buffer)
+            self._device.requeue(self.buffer)
 
     def __repr__(self):
         return f"<Frame seq={self.sequence} buf={self.buffer.index} holders={self.holders}>"
@@ -125,8 +140,8 @@ class CaptureDevice(VideoDevice):
     """Configure, allocate, stream. Use as a context manager: close() stops
     streaming, closes every dma-buf and frees the driver's buffers."""
 
-    __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "_memory_type", "_allocator",
-                 "_unqueued")
+    __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "queue_owner", "_memory_type",
+                 "_allocator", "_unqueued")
 
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd, path)
@@ -144,6 +159,17 @@ class CaptureDevice(VideoDevice):
         self._memory_type = lib.V4L2_MEMORY_MMAP
         self._allocator = None
         self._unqueued: list[CaptureBuffer] = []  # QBUF failed; retried
+        self.queue_owner = None   # set while the C flip loop queues buffers (release(buf))
+
+    @property
+    def memory_type(self) -> int:
+        """V4L2_MEMORY_MMAP or V4L2_MEMORY_DMABUF, as the buffers were requested."""
+        return self._memory_type
+
+    @property
+    def unqueued(self) -> tuple:
+        """Buffers whose QBUF the driver refused, retried at the next dequeue."""
+        return tuple(self._unqueued)
 
     @classmethod
     def first(cls) -> "CaptureDevice":
@@ -258,8 +284,13 @@ class CaptureDevice(VideoDevice):
                  length=buf.dmabuf.size)
         buf.queued = True
 
-    def _requeue(self, buf: CaptureBuffer) -> None:
-        """Called when a frame's last lease goes: the buffer may be filled again."""
+    def requeue(self, buf: CaptureBuffer) -> None:
+        """Called when a frame's last lease goes: the buffer may be filled
+        again. While the C flip loop owns the queue it decides (its display
+        slots may still hold the buffer)."""
+        if self.queue_owner is not None:
+            self.queue_owner.release(buf)
+            return
         if not self.streaming or buf.queued or buf.leased or self.closed:
             return
         try:
@@ -332,7 +363,7 @@ class CaptureDevice(VideoDevice):
         returned."""
         for buf in self._unqueued[:]:
             self._unqueued.remove(buf)
-            self._requeue(buf)
+            self.requeue(buf)
         while True:
             try:
                 d = raw.dqbuf(self.fileno(), self._memory_type)
@@ -346,7 +377,7 @@ class CaptureDevice(VideoDevice):
             self.stats.dequeued += 1
             if d.error:
                 self.stats.buffer_errors += 1
-                self._requeue(buf)
+                self.requeue(buf)
                 continue
             return Frame(self, buf, d)
 

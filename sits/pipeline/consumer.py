@@ -1,0 +1,151 @@
+"""Frame consumers: the one small interface every frame sink of a Pipeline
+implements, and the port that puts back-pressure between the source and it.
+
+A consumer is handed a Frame with a Lease of its own; it releases the lease
+when it is done with the pixels (after a flip, a CUDA event, a callback) and
+the buffer goes back to the driver once every consumer has released it. A
+consumer's events (a completion fd, a fence) join the pipeline's one event
+loop through `PipelineContext.watch()`; its deadline (a batch that must be
+flushed) through `timeout()`. Leases are released on the loop's thread only:
+work done elsewhere wakes the loop (an eventfd) and releases there.
+
+Back-pressure is explicit and per consumer (`Port`): a consumer that is not
+`ready()` gets its frames queued up to `depth`; past that its policy decides
+and every drop is counted under the consumer's name:
+
+* ``drop-oldest``: the oldest queued frame is released, the new one queued;
+* ``drop-newest``: the new frame is not given to this consumer;
+* ``block``: the pipeline stops dequeuing until the consumer takes the
+  queued frame; the driver then runs out of buffers and skips frames itself
+  (counted as ``sequence_gap``, from V4L2's sequence numbers).
+"""
+from __future__ import annotations
+
+import collections
+from typing import Callable
+
+from sits.errors import UsageError
+
+POLICIES = ("drop-oldest", "drop-newest", "block")
+
+
+class Consumer:
+    """Base class of frame consumers; override `take` and what you need."""
+
+    #: the holder name of its leases and the key of its drop counter
+    name = "consumer"
+
+    def start(self, ctx: "PipelineContext") -> None:
+        """The source is configured (ctx.format, ctx.buffers): set up."""
+
+    def ready(self) -> bool:
+        """Can it take a frame now? (False: the port queues, then its policy drops.)"""
+        return True
+
+    def take(self, frame, lease) -> None:
+        """A frame for this consumer; `lease.release()` when done with it."""
+        raise NotImplementedError
+
+    def timeout(self) -> float | None:
+        """Seconds until `tick()` is due (a batch deadline); None: no deadline."""
+        return None
+
+    def tick(self) -> None:
+        """Called once `timeout()` has passed."""
+
+    def busy(self) -> bool:
+        """Work in flight that should finish before the pipeline closes."""
+        return False
+
+    def stop(self) -> None:
+        """The pipeline ends: release every lease still held (after a bounded
+        wait for `busy()` to clear)."""
+
+    def report(self) -> tuple[str, dict] | None:
+        """(key, section) for the pipeline's summary, or None."""
+        return None
+
+
+class PipelineContext:
+    """What a consumer sees of the pipeline it is attached to."""
+
+    def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable):
+        self.source = source
+        self._watch, self._unwatch, self._fail = watch, unwatch, fail
+
+    @property
+    def format(self):
+        """The capture buffers' format (fourcc, width, height, bytesperline, sizeimage)."""
+        return self.source.format
+
+    @property
+    def buffers(self) -> list:
+        """The capture buffers (index, dmabuf, memfd), for set-up done once per buffer."""
+        return self.source.buffers
+
+    @property
+    def memory(self) -> str:
+        return self.source.memory
+
+    def watch(self, fd: int, callback: Callable[[], None]) -> None:
+        """Call `callback()` from the loop whenever `fd` is readable."""
+        self._watch(fd, callback)
+
+    def unwatch(self, fd: int) -> None:
+        self._unwatch(fd)
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop the pipeline with this error (raised by run() after cleanup)."""
+        self._fail(exc)
+
+
+class Port:
+    """A consumer's queue in front of it, with its drop policy."""
+
+    def __init__(self, consumer: Consumer, policy: str = "drop-oldest", depth: int = 1):
+        if policy not in POLICIES:
+            raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
+        if depth < 1:
+            raise UsageError(f"queue depth {depth} is not positive")
+        self.consumer, self.policy, self.depth = consumer, policy, depth
+        self.queue: collections.deque = collections.deque()
+        self.drops = 0
+        self.taken = 0
+
+    @property
+    def blocked(self) -> bool:
+        """A blocking consumer whose queue is full: the source must wait."""
+        return self.policy == "block" and len(self.queue) >= self.depth
+
+    def offer(self, frame) -> None:
+        self.queue.append((frame, frame.lease(self.consumer.name)))
+        self.pump()
+        if len(self.queue) > self.depth:  # never for "block": the source waits first
+            _, lease = self.queue.pop() if self.policy == "drop-newest" else self.queue.popleft()
+            lease.release()
+            self.drops += 1
+
+    def pump(self) -> None:
+        """Hand queued frames over while the consumer is ready."""
+        while self.queue and self.consumer.ready():
+            frame, lease = self.queue.popleft()
+            self.taken += 1
+            self.consumer.take(frame, lease)
+
+    def clear(self) -> None:
+        while self.queue:
+            self.queue.popleft()[1].release()
+
+
+class CallbackConsumer(Consumer):
+    """User code as a consumer: `callback(frame)` on the loop's thread; the
+    lease is released when it returns (the frame must not be kept)."""
+
+    def __init__(self, callback: Callable, name: str = "callback"):
+        self.callback, self.name = callback, name
+
+    def take(self, frame, lease) -> None:
+        try:
+            self.callback(frame)
+        finally:
+            lease.release()
