@@ -1,4 +1,5 @@
-"""Pixel formats: fourcc codes and the V4L2 <-> DRM mapping.
+"""Pixel formats: fourcc codes, the V4L2 <-> DRM mapping and the layout
+the CUDA kernels read -- one table for capture, display and CUDA.
 
 V4L2 and DRM both name formats by little-endian fourcc, but not always by the
 same fourcc for the same memory layout: V4L2's XBGR32 ('XR24') is byte order
@@ -28,29 +29,35 @@ def fourcc_str(value: int) -> str:
 class PixelFormat:
     v4l2: str          # V4L2 fourcc
     drm: str | None    # DRM fourcc of the same memory layout, if any
-    name: str          # what people call it
-    bpp: int           # bits per pixel of the first plane (packed formats)
+    name: str          # what people call it (the CUDA stage's name for it)
+    bpp: int           # bits per pixel of the first plane
     planes: int = 1    # memory planes in one buffer (contiguous)
     rgb: bool = True
+    sub_x: int = 1     # chroma subsampling (YUV)
+    sub_y: int = 1
+    bits: int = 8      # bits per sample
+    cuda: int | None = None   # the CUDA kernels' FMT_* code (sits/cuda/kernels/convert.cu), if they read it
 
 
 # Only formats whose layouts we have checked against both sides.
 FORMATS = [
-    PixelFormat("XR24", "XR24", "XRGB8888", 32),        # V4L2 XBGR32
+    PixelFormat("XR24", "XR24", "XRGB8888", 32, cuda=5),        # V4L2 XBGR32
     PixelFormat("AR24", "AR24", "ARGB8888", 32),        # V4L2 ABGR32
-    PixelFormat("XB24", "XB24", "XBGR8888", 32),        # V4L2 RGBX32
+    PixelFormat("XB24", "XB24", "XBGR8888", 32, cuda=6),        # V4L2 RGBX32
     PixelFormat("AB24", "AB24", "ABGR8888", 32),        # V4L2 RGBA32
     PixelFormat("BX24", "BX24", "BGRX8888", 32),        # V4L2 XRGB32
     PixelFormat("RGBP", "RG16", "RGB565", 16),
     PixelFormat("BGR3", "RG24", "RGB888", 24),           # V4L2 BGR24 = bytes B,G,R
     PixelFormat("RGB3", "BG24", "BGR888", 24),           # V4L2 RGB24 = bytes R,G,B
-    PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False),
-    PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False),
-    PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False),
-    PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False),
+    PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False, sub_x=2, cuda=0),
+    PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False, sub_x=2, cuda=1),
+    PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False, sub_x=2, sub_y=2, cuda=2),
+    PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False, sub_x=2, cuda=3),
+    PixelFormat("P010", "P010", "P010", 16, planes=2, rgb=False, sub_x=2, sub_y=2, bits=10, cuda=4),
 ]
 BY_V4L2 = {f.v4l2: f for f in FORMATS}
 BY_DRM = {f.drm: f for f in FORMATS if f.drm}
+BY_NAME = {f.name: f for f in FORMATS}
 
 
 def drm_for_v4l2(code: str) -> str | None:

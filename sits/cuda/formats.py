@@ -30,20 +30,16 @@ from typing import Sequence
 import numpy as np
 
 from sits.errors import UsageError
+from sits.formats import FORMATS as PIXEL_FORMATS
 
-# Kernel format codes (must match FMT_* in kernels/convert.cu).
-FORMATS = {
-    # name: (code, planes, bytes per luma px in plane 0, chroma sub x, sub y, bits, packed rgb)
-    "YUYV": (0, 1, 2, 2, 1, 8, False),
-    "UYVY": (1, 1, 2, 2, 1, 8, False),
-    "NV12": (2, 2, 1, 2, 2, 8, False),
-    "NV16": (3, 2, 1, 2, 1, 8, False),
-    "P010": (4, 2, 2, 2, 2, 10, False),
-    "XRGB8888": (5, 1, 4, 1, 1, 8, True),
-    "XBGR8888": (6, 1, 4, 1, 1, 8, True),
-}
+# The formats the kernels read, from the one format table (sits/formats.py):
+# name: (code, planes, bytes per luma px in plane 0, chroma sub x, sub y, bits, packed rgb)
+FORMATS = {f.name: (f.cuda, f.planes, f.bpp // 8, f.sub_x, f.sub_y, f.bits, f.rgb)
+           for f in PIXEL_FORMATS if f.cuda is not None}
 # V4L2/DRM fourccs people pass instead of our names.
-ALIASES = {"YUY2": "YUYV", "XR24": "XRGB8888", "XB24": "XBGR8888", "P010LE": "P010"}
+ALIASES = {**{f.v4l2: f.name for f in PIXEL_FORMATS if f.cuda is not None and f.v4l2 != f.name},
+           **{f.drm: f.name for f in PIXEL_FORMATS if f.cuda is not None and f.drm and f.drm != f.name},
+           "YUY2": "YUYV", "P010LE": "P010"}
 
 # (Kr, Kb) of each colour matrix.
 MATRICES = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593)}
