@@ -136,8 +136,12 @@ def run_capture(**kw) -> None:
     data = summary.as_dict()
     if kw["as_json"]:
         print(json.dumps(data))
-        return
-    _print_summary(data, kw, summary.stopped_by)
+    else:
+        _print_summary(data, kw, summary.stopped_by)
+    if kw["verify"] and not data["verify"]["checked"]:
+        from sits.errors import DeviceError
+        raise DeviceError(f"--verify checked no frame: none of the {data['frames_displayed']} shown "
+                          "was written back before the run ended")
 
 
 def _print_summary(data: dict, kw: dict, stopped_by: str) -> None:

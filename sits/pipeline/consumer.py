@@ -109,8 +109,9 @@ class Port:
             raise UsageError(f"queue depth {depth} is not positive")
         self.consumer, self.policy, self.depth = consumer, policy, depth
         self.queue: collections.deque = collections.deque()
-        self.drops = 0
-        self.taken = 0
+        self.drops = 0      # released by the policy
+        self.taken = 0      # handed to the consumer
+        self.left = 0       # still queued when the pipeline stopped (released then)
 
     @property
     def blocked(self) -> bool:
@@ -135,6 +136,11 @@ class Port:
     def clear(self) -> None:
         while self.queue:
             self.queue.popleft()[1].release()
+            self.left += 1
+
+    def counts(self) -> dict:
+        """Every frame offered is one of these."""
+        return {"taken": self.taken, "dropped": self.drops, "left": self.left}
 
 
 class CallbackConsumer(Consumer):

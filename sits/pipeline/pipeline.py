@@ -17,6 +17,7 @@ and a stop pipe (signals): no sleeps, no busy loops. run() always cleans up
 (CRTC restored, every lease released, every fd closed), also on errors and
 signals.
 """
+import contextlib
 import os
 import resource
 import select
@@ -31,6 +32,10 @@ from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
 STOP_WAIT_S = 2.0        # the last flip, fences and consumers' work at the end: bounded
+# a writeback in flight at the end is waited for much longer: under the test
+# VM's emulated CPU vkms takes seconds to compose a 1080p frame, and a run
+# that ends before its check lands would have checked nothing
+WRITEBACK_WAIT_S = 60.0
 
 
 class ConsumerError(SitsError):
@@ -64,6 +69,7 @@ class Pipeline:
         self._dropped_base = self._gaps_base = 0
         self._last_sequence = None
         self._py_gaps = 0
+        self._passes = None
 
     # ------------------------------------------------------------- control
     def request_stop(self, reason: str = "signal") -> None:
@@ -111,16 +117,45 @@ class Pipeline:
     def run(self, frames: int | None = None, duration: float | None = None) -> Summary:
         """Stream until `frames` were captured, `duration` passed, or
         request_stop(); the summary."""
+        with self.started(frames, duration):
+            while self.step():
+                pass
+        return self.summary
+
+    @contextlib.contextmanager
+    def started(self, frames: int | None = None, duration: float | None = None):
+        """Streaming inside the block; step() runs one pass of the loop. On
+        the way out everything is cleaned up (display restored, leases
+        released, fds closed) and an error a consumer reported is raised."""
         try:
             self._start()
-            self._loop(frames or self.frames, duration or self.duration)
+            self._passes = self._loop(frames or self.frames, duration or self.duration)
+            yield self
         except BaseException:
             self._cleanup(quiet=True)  # the first error is the one to report
             raise
+        if self._passes is not None:   # left early: wind down as a stop would
+            self.request_stop(self._stop_reason or "closed")
+            try:
+                for _ in self._passes:
+                    pass
+            except BaseException:
+                self._cleanup(quiet=True)
+                raise
         self._cleanup()
         if self._error is not None:
             raise self._error
-        return self.summary
+        for port in self.ports:   # what the stop released counts too
+            self.summary.consumers[port.consumer.name] = port.counts()
+
+    def step(self) -> bool:
+        """One pass of the event loop (waits for the next event); False once the run has ended."""
+        try:
+            next(self._passes)
+            return True
+        except StopIteration:
+            self._passes = None
+            return False
 
     def _start(self) -> None:
         self._poller = select.epoll()
@@ -219,7 +254,8 @@ class Pipeline:
         self._source_watched = on
 
     # ---------------------------------------------------------------- loop
-    def _loop(self, frames, duration) -> None:
+    def _loop(self, frames, duration):
+        """The event loop, one pass per next()."""
         s = self.summary
         start = time.monotonic()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -243,14 +279,14 @@ class Pipeline:
                 capturing = False
                 stop_deadline = now + STOP_WAIT_S
                 self._stop_capture()
-            if not capturing and (not self._busy() or now >= stop_deadline):
+            if not capturing and (not self._busy() or now >= stop_deadline + self._writeback_grace()):
                 break
             if self.queue is not None and self.queue.failed is not None:
                 failed, self.queue.failed = self.queue.failed, None
                 self._on_queue_error(failed)
             self._watch_source(capturing and self.source is not None
                                and not any(p.blocked for p in self.ports))
-            timeout = self._timeout(now, deadline if capturing else stop_deadline)
+            timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
             if self.queue is not None and self.c_loop and self.source is not None:
                 L = self.queue.L
                 L.frames_limit = frames if capturing and frames else 0
@@ -276,10 +312,14 @@ class Pipeline:
                 last_status = now
                 self._finish(start, cpu0)
                 self.on_status(s)
+            yield
         self._finish(start, cpu0)
         s.stopped_by = self._stop_reason or "fence timeout"
         wb = self.display.writeback if self.display is not None else None
         if wb is not None:
+            if wb.pending:   # the bound passed: counted, not silently dropped
+                wb.counts["unfinished"] = 1
+                s.verify = dict(wb.counts)
             s.snapshot = wb.finish()
 
     def _timeout(self, now: float, deadline: float | None) -> float:
@@ -302,6 +342,10 @@ class Pipeline:
             if t is not None and t <= 0:
                 self._guard(port, port.consumer.tick)
             self._guard(port, port.pump)
+
+    def _writeback_grace(self) -> float:
+        wb = self.display.writeback if self.display is not None else None
+        return WRITEBACK_WAIT_S - STOP_WAIT_S if wb is not None and wb.pending else 0.0
 
     def _busy(self) -> bool:
         """Work still in flight at the end: a flip, a fence, a consumer's."""
@@ -446,7 +490,7 @@ class Pipeline:
                 s.verify = dict(self.display.writeback.counts)
         for port in self.ports:
             s.drops[port.consumer.name] = port.drops
-            s.consumers[port.consumer.name] = port.taken
+            s.consumers[port.consumer.name] = port.counts()
             report = port.consumer.report()
             if report is not None:
                 s.sections[report[0]] = report[1]

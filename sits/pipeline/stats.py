@@ -38,7 +38,8 @@ class Summary:
     disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
     reconnects: int = 0     # ... and came back
     c_loop_commits: int = 0  # frames committed by the C loop (sits_queue_run); the rest by Python
-    consumers: dict = field(default_factory=dict)   # consumer name -> frames it took
+    # consumer name -> {"taken", "dropped" (by its policy), "left" (queued at the stop)}
+    consumers: dict = field(default_factory=dict)
     # consumers' own sections (Consumer.report(): e.g. "cuda"), top-level keys in as_dict()
     sections: dict = field(default_factory=dict)
 
