@@ -11,14 +11,15 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EBPF = os.path.join(HERE, "sits", "ebpf")
-BPF_ARCH = {"x86_64": "x86", "aarch64": "arm64", "armv7l": "arm",
-            "riscv64": "riscv", "ppc64le": "powerpc", "s390x": "s390"}
+sys.path.insert(0, os.path.join(HERE, "csrc"))
+from build_bpf import BPF_ARCH, clang_args  # noqa: E402  (csrc is no package)
 
 
 def _need(tool, hint):
@@ -44,9 +45,7 @@ def build_bpf_objects():
         deps = [src, vmlinux_h] + glob.glob(os.path.join(EBPF, "programs", "*.h"))
         if os.path.exists(obj) and os.path.getmtime(obj) >= max(map(os.path.getmtime, deps)):
             continue
-        subprocess.run([clang, "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}",
-                        "-I", EBPF, "-I", os.path.join(EBPF, "programs"),
-                        "-Wall", "-Werror", "-c", src, "-o", obj], check=True)
+        subprocess.run([clang, *clang_args(arch, EBPF), "-c", src, "-o", obj], check=True)
 
 
 class BuildPyWithBpf(build_py):

@@ -59,16 +59,25 @@ def _headers_digest():
     return h.hexdigest()[:16]
 
 
+def source_options():
+    """set_source()'s compiler options. tools/cross/check_arm64.py compiles
+    the emitted C source with them too, pkg-config then reading arm64's
+    libdrm.pc (PKG_CONFIG_LIBDIR)."""
+    return dict(
+        sources=[os.path.relpath(QUEUE_C)],
+        include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
+        libraries=["drm"],
+        extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
+    )
+
+
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
     f"static const unsigned long {name};\n" for name in ioctl_names()) + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
     f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"',
-    sources=[os.path.relpath(QUEUE_C)],
-    include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
-    libraries=["drm"],
-    extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
+    **source_options(),
 )
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The structs user space reads (csrc/libbpf.cdef) match the BPF side's
 (sits/ebpf/programs/sits_probe.h) as compiled: sizes and member offsets
-from the objects' BTF."""
+from the objects' BTF. The syscall numbers of each __TARGET_ARCH_ block
+are that architecture's (x86, and arm64 through its cross compiler)."""
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -42,18 +45,51 @@ def test_value_size_constant_matches_cdef():
     assert HIST_VALUE_SIZE % 8 == 0  # per-CPU values are laid out 8-aligned
 
 
-def test_x86_syscall_numbers_match_the_uapi_header():
-    header = "/usr/include/x86_64-linux-gnu/asm/unistd_64.h"
-    if os.uname().machine != "x86_64" or not os.path.exists(header):
-        pytest.skip("x86-64 UAPI header not present")
-    nr = {}
-    for line in open(header):
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "#define" and parts[1].startswith("__NR_"):
-            nr[parts[1][5:]] = int(parts[2])
-    src = open(os.path.join(os.path.dirname(program_path("syscalls")), "syscalls.bpf.c")).read()
-    x86 = src[src.index("__TARGET_ARCH_x86"):src.index("#elif")]
-    for line in x86.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "#define" and parts[1].startswith("NR_"):
-            assert nr[parts[1][3:]] == int(parts[2]), parts[1]
+def arch_syscall_numbers(path) -> dict[str, dict[str, int]]:
+    """{arch: {name: number}}: the NR_<name> defines under each
+    `#if defined(__TARGET_ARCH_<arch>)` of a BPF source."""
+    found, arch = {}, None
+    for line in open(path):
+        if m := re.match(r"#(?:el)?if defined\(__TARGET_ARCH_(\w+)\)", line):
+            arch = found.setdefault(m.group(1), {})
+        elif line.startswith(("#else", "#endif")):
+            arch = None
+        elif (m := re.match(r"#define NR_(\w+) (-?\d+)$", line.strip())) and arch is not None:
+            arch[m.group(1)] = int(m.group(2))
+    return found
+
+
+def uapi_syscall_numbers(cc) -> dict[str, int]:
+    """{name: number} of the __NR_<name> that <asm/unistd.h> defines for cc's
+    architecture, as its preprocessor sees them."""
+    out = subprocess.run([cc, "-E", "-dM", "-include", "asm/unistd.h", "-x", "c", "/dev/null"],
+                         capture_output=True, text=True, check=True).stdout
+    macros = dict(re.findall(r"^#define (\w+) (\S+)$", out, re.M))
+
+    def value(v):
+        while v in macros:  # asm-generic defines some through a second name (__NR3264_*)
+            v = macros[v]
+        return int(v) if v.isdigit() else None
+    return {n[len("__NR_"):]: value(v) for n, v in macros.items() if n.startswith("__NR_")}
+
+
+@pytest.mark.parametrize("arch", ["x86", "arm64"])
+def test_syscall_numbers_match_the_uapi_header(arch, request):
+    """Every NR_ of a BPF source is its architecture's __NR_, or negative
+    where that architecture lacks the syscall (arm64: poll, select, epoll_wait)."""
+    if arch == "arm64":
+        cc = request.getfixturevalue("arm64_build")["cc"]  # it installs the cross headers
+    else:
+        cc = "x86_64-linux-gnu-gcc"
+        if not shutil.which(cc):
+            pytest.skip(f"{cc} not installed")
+    nr = uapi_syscall_numbers(cc)
+    checked = []
+    for src in sorted(glob.glob(os.path.join(os.path.dirname(program_path("syscalls")), "*.bpf.c"))):
+        for name, number in arch_syscall_numbers(src).get(arch, {}).items():
+            if number < 0:
+                assert name not in nr, (src, name)
+            else:
+                assert nr.get(name) == number, (src, name)
+            checked.append(name)
+    assert {"read", "ioctl", "ppoll", "epoll_pwait", "getppid"} <= set(checked)
