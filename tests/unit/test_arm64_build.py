@@ -37,7 +37,7 @@ def test_the_checks_cover_every_ioctl_and_the_shared_structs(arm64_build):
     for name in ioctl_names():
         uapi = name[len("SITS_"):]
         assert f"_Static_assert(({uapi}) == " in kernel, uapi
-    for struct in ("v4l2_buffer", "v4l2_format", "drm_event_vblank", "sits_loop_frame"):
+    for struct in ("v4l2_buffer", "v4l2_format", "drm_event_vblank", "sits_q_frame", "sits_queue"):
         assert f"_Static_assert((sizeof(struct {struct})) == " in kernel, struct
     for name, structs in (("libbpf_cdef.c", ("bpf_uprobe_opts", "bpf_map_batch_opts", "sits_hist")),
                           ("sits_probe.bpf.c", ("sits_hist_key", "sits_hist", "sits_event", "sits_config"))):
