@@ -20,6 +20,15 @@
 #define SITS_SHARED_FLOATS(name) extern __shared__ __align__(16) float name[]
 #endif
 
+// Instructions of one architecture on are guarded by its macro (CUTLASS's
+// way), so that the same text builds for every target: NVRTC and nvcc
+// compile a kernel for one architecture at a time, and an instruction the
+// target lacks fails the whole module in ptxas. SITS_ARCH_SM90: Hopper and
+// later (cp.async.bulk). Each use says what older targets do instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SITS_ARCH_SM90 1
+#endif
+
 namespace sits {
 
 enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB = 5, FMT_XBGR = 6 };
@@ -977,10 +986,13 @@ __device__ __forceinline__ void int_band(int out_h, unsigned int bx, unsigned in
 // The rows the footprints of content rows [a, b) cover, from `plane` (at the
 // first word of the crop) to the same column of the row after the last:
 // into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
+// Before sm_90 there is no bulk prefetch, and one thread issuing
+// `prefetch.global.L2` for each 128-byte line of the rows was never timed:
+// no prefetch there (the emulator still runs the address arithmetic).
 __device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
                                                   int b) {
     const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
-#ifndef SITS_EMULATE
+#ifdef SITS_ARCH_SM90
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
                  :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
 #else
