@@ -5,7 +5,7 @@ registers and spills (ptxas -v) and the size in SASS instructions of each
 loop (a backward branch and its target), innermost first. For changes made
 where no GPU time is left; a count is not a time.
 
-    PYTHONPATH=. python3 tools/bench/cuda_sass.py --defines SITS_INT_WALK=1 --kernels 2,1,1 2,1,0
+    PYTHONPATH=. python3 tools/bench/cuda_sass.py --defines SITS_INT_SHORT_MIN_BLOCKS=4 --kernels 2,1,1 2,1,0
 
 --kernels takes FMT,OUT,SHORT triples (kernels/convert.cu codes: NV12 = 2,
 YUYV = 0; float16 = 1). Needs nvcc and nvdisasm (pip: nvidia-cuda-nvdisasm)
@@ -48,7 +48,8 @@ def loops(sass: str) -> list[tuple[int, int]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--defines", nargs="*", default=[], help="NAME=VALUE items put in front of the kernel text")
+    ap.add_argument("--defines", nargs="*", default=[],
+                    help="NAME=VALUE items put in front of the kernel text (its #ifndef tuning numbers)")
     ap.add_argument("--kernels", nargs="+", default=["2,1,1", "2,1,0", "0,1,1", "0,1,0"])
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--nvcc", default=shutil.which("nvcc"))
