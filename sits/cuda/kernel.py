@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,13 @@ def kernel_source(extra: dict[str, str] | None = None) -> str:
         raise ValueError(f"{sorted(set(ours) & set(extra))} come from kernel.py's constants; set those instead")
     defines = {**ours, **(extra or {})}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + KERNEL_SOURCE_PATH.read_text()
+
+
+def compiler_error(log: str) -> str:
+    """The first line of an NVRTC, nvcc or ptxas log that reports an error
+    ("...: error: ..." or "...; error   : ..."), else its first line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return next((line for line in lines if re.search(r"\berror\s*:", line)), lines[0] if lines else "(no message)")
 
 
 def parse_defines(text: str) -> dict[str, str]:
@@ -439,6 +447,7 @@ def kernel_name(plan: Plan, vec: int = 1) -> str:
 
 
 def all_kernel_names() -> list[str]:
+    """Every kernel kernel_name can name (tests/unit/test_cuda_arch_build.py builds them all)."""
     outs = range(len(OUT_CODES))
     names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
     names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]

@@ -5,8 +5,8 @@ benchmark's cases, each checked against the numpy oracle first.
     PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --defines SITS_AREA_MIN_BLOCKS=4 SITS_AREA_MIN_BLOCKS=5 \
         --integer 0 1 --shapes auto b2 b8 --json $OUT/area.json
 
-Only the area kernels of the chosen cases' formats and output types are
-compiled for each variant.
+Each kernel is compiled when a case first needs it (convert._kernel), so a
+variant builds only the area kernels of the chosen cases.
 A variant is the kernel text with `#define NAME VALUE` lines put in front
 (one --defines item, NAME=VALUE pairs joined by commas: the kernel's
 #ifndef tuning numbers, SITS_AREA_MIN_BLOCKS, SITS_INT_MIN_BLOCKS and
@@ -44,7 +44,7 @@ CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("
 def use_variant(defines: dict[str, str]) -> None:
     """Build the kernels with `defines` in front of the product's text."""
     K.kernel_source = functools.partial(PRODUCT_SOURCE, defines)
-    C._module.cache_clear()
+    C._kernel.cache_clear()
 
 
 def check(cp, conv, plan, frames) -> float:
@@ -78,11 +78,6 @@ def main() -> int:
     d2d = B.d2d_bandwidth(cp, stream)
     print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
     cases = [CASES[i] for i in args.cases] if args.cases else CASES
-    # Only the area kernels of the cases' formats and output types (less to compile a variant).
-    codes = {(SourceFormat(fmt, B.W, B.H).info.code, K.OUT_CODES[dtype]) for fmt, _, dtype, _ in cases}
-    wanted = [n for n in K.all_kernel_names() if "area" in n
-              and tuple(int(v) for v in n.split("<")[1].split(",")[:2]) in codes]
-    K.all_kernel_names = lambda: wanted
     sets_of = {}
     rows = []
     variants = [(item, integer, dot, threads) for item in args.defines for integer in args.integer

@@ -69,8 +69,7 @@ def main() -> int:
         built = subprocess.run([args.nvcc, "-std=c++17", f"-arch={args.arch}", "-cubin", "-Xptxas", "-v",
                                 "-o", str(cubin), str(src)], capture_output=True, text=True)
         if built.returncode != 0:
-            errors = [line for line in built.stderr.splitlines() if "error" in line] or ["(no message)"]
-            print(f"cuda_sass: nvcc failed: {errors[0].strip()}", file=sys.stderr)
+            print(f"cuda_sass: nvcc failed: {K.compiler_error(built.stderr)}", file=sys.stderr)
             return 1
         sass = subprocess.run([args.nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
     usage, name = {}, None  # ptxas -v: a function's spills, then its registers
