@@ -454,6 +454,13 @@ def all_kernel_names() -> list[str]:
     return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in range(4) for out in outs for short in (0, 1)]
 
 
+def instantiations(names: list[str]) -> str:
+    """Explicit instantiations of the kernels `names` (kernel_name's), for
+    an nvcc build of kernel_source() (NVRTC takes them as name expressions)."""
+    return "".join(f"template __global__ void {name}(const sits::Params, const unsigned char* __restrict__, "
+                   "const unsigned long long* __restrict__);\n" for name in names)
+
+
 def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
     """Element strides (n, c, y, x) of a contiguous output."""
     h, w = plan.out.height, plan.out.width

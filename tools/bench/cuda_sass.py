@@ -21,10 +21,6 @@ from pathlib import Path
 
 from sits.cuda import kernel as K
 
-INSTANTIATE = ("template __global__ void sits::area_int<{}>(const sits::Params, const unsigned char* __restrict__, "
-               "const unsigned long long* __restrict__);\n")
-
-
 def loops(sass: str) -> list[tuple[int, int]]:
     """(first address, instructions) of each loop in one kernel's SASS."""
     labels, pending, found = {}, [], []
@@ -65,7 +61,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sits-sass-") as tmp:
         src, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
         src.write_text(K.kernel_source(K.parse_defines(" ".join(args.defines)))
-                       + "".join(INSTANTIATE.format(k) for k in args.kernels))
+                       + K.instantiations([f"sits::area_int<{k}>" for k in args.kernels]))
         built = subprocess.run([args.nvcc, "-std=c++17", f"-arch={args.arch}", "-cubin", "-Xptxas", "-v",
                                 "-o", str(cubin), str(src)], capture_output=True, text=True)
         if built.returncode != 0:
