@@ -3,9 +3,11 @@
 // batch in one launch. Conventions are written in sits/cuda/formats.py; the
 // numpy oracle is sits/cuda/reference.py.
 //
-// Compiled with NVRTC through CuPy (template instantiations by name), and on
-// the CPU by tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which
-// runs each thread as a host thread so the same text is checked in CI.
+// Compiled with NVRTC through CuPy, one template instantiation at a time
+// (sits/cuda/convert.py `_kernel`); by nvcc for every target in
+// tests/unit/test_cuda_arch_build.py; and on the CPU by
+// tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which runs each
+// thread as a host thread so the same text is checked in CI.
 //
 // Arguments: the Params block by value (kernel parameters are read from the
 // constant bank, operands of the arithmetic, with no load in the loops), the
@@ -20,11 +22,11 @@
 #define SITS_SHARED_FLOATS(name) extern __shared__ __align__(16) float name[]
 #endif
 
-// Instructions of one architecture on are guarded by its macro (CUTLASS's
-// way), so that the same text builds for every target: NVRTC and nvcc
-// compile a kernel for one architecture at a time, and an instruction the
-// target lacks fails the whole module in ptxas. SITS_ARCH_SM90: Hopper and
-// later (cp.async.bulk). Each use says what older targets do instead.
+// An instruction that only newer architectures have sits behind the macro
+// of the first one that has it (CUTLASS's way), so that the same text
+// builds for every target: a kernel is compiled for one architecture, and
+// an instruction the target lacks fails it in ptxas. SITS_ARCH_SM90: Hopper
+// and later (cp.async.bulk). Each use says what older targets do instead.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define SITS_ARCH_SM90 1
 #endif
