@@ -35,7 +35,7 @@ from sits.cuda import kernel as K
 from sits.cuda.formats import DTYPES, Plan
 from sits.cuda.hostmem import HostRegistry
 from sits.cuda.runtime import cupy, out_of_memory
-from sits.errors import UsageError
+from sits.errors import DeviceError, UsageError
 
 H2D = 1  # cudaMemcpyHostToDevice
 
@@ -65,18 +65,19 @@ class DeviceFrame:
 
 
 @functools.cache
-def _module():
+def _kernel(name: str):
+    """The kernel `name` (kernel.kernel_name), compiled by NVRTC for this GPU
+    on its own, when a plan first needs it: a kernel that does not build
+    costs only the plans that use it, with one line saying why."""
     cp = cupy()
-    source = K.kernel_source()
-    names = K.all_kernel_names()
+    mod = cp.RawModule(code=K.kernel_source(), options=("-std=c++17",), name_expressions=(name,))
     try:
-        mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
         mod.compile()
-    except cp.cuda.compiler.CompileException:
-        # NVRTC without cuda_fp16.h on its path: let nvcc find the toolkit's headers.
-        mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=names, backend="nvcc")
-        mod.compile()
-    return mod
+    except cp.cuda.compiler.CompileException as exc:
+        arch = cp.cuda.Device().compute_capability
+        raise DeviceError(f"the CUDA kernel {name} does not build for sm_{arch}: "
+                          f"{K.compiler_error(exc.get_message())}") from None
+    return mod.get_function(name)
 
 
 class FrameBatch:
@@ -226,10 +227,9 @@ class FrameConverter:
         self._vecs = (1, 4) if plan.resize == "area" and K.vec4_possible(plan) else (1,)
         self._smem = {v: K.launch_shape(plan, max_batch, v)[2] for v in self._vecs}  # refuses bad sizes now
         try:
-            mod = _module()
             self._kernels, self._params = {}, {}
             for v in self._vecs:
-                kern = mod.get_function(K.kernel_name(plan, v))
+                kern = _kernel(K.kernel_name(plan, v))
                 most = self._smem[v]
                 if K.area_integer(plan, v):  # its shared memory grows with the band's rows
                     most = K.area_int_shared(plan, K.area_int_max_rows(plan))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,27 +18,8 @@ from sits.errors import UsageError
 
 KERNEL_SOURCE_PATH = Path(__file__).with_name("kernels") / "convert.cu"
 
-
-def parse_defines(text: str) -> dict[str, str]:
-    """NAME=VALUE items separated by commas or spaces (NAME alone means
-    NAME=1; a later item wins)."""
-    return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
-
-
-def kernel_defines() -> dict[str, str]:
-    """Compile-time variants of kernels/convert.cu for the GPU build and the CPU
-    emulator alike: SITS_CUDA_DEFINES in the environment (parse_defines), e.g.
-    SITS_CUDA_DEFINES=SITS_INT_WORDSUM=1,SITS_INT_MIN_BLOCKS=4."""
-    return parse_defines(os.environ.get("SITS_CUDA_DEFINES", ""))
-
-
-def kernel_source(extra: dict[str, str] | None = None) -> str:
-    """The kernel text with kernel_defines() and `extra` (which win) in front."""
-    defines = {**kernel_defines(), **(extra or {})}
-    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + KERNEL_SOURCE_PATH.read_text()
-
 # (name, count, kind) in the order of `struct Params` in kernels/convert.cu;
-# every field is 4 bytes (tests/unit/test_cuda_kernel_params.py checks the match).
+# every field is 4 bytes (tests/unit/test_cuda_reference.py checks the match).
 PARAM_FIELDS = [
     ("stride0", 1, "i"), ("stride1", 1, "i"),
     ("crop_x", 1, "i"), ("crop_y", 1, "i"), ("crop_w", 1, "i"), ("crop_h", 1, "i"),
@@ -68,12 +49,42 @@ AREA_INTEGER = True
 AREA_INTEGER_FORMATS = ("YUYV", "UYVY", "NV12", "NV16")
 # area_int keeps a row buffer for each row of its band: at most this many.
 AREA_INT_MAX_ROWS = 8
-# Threads of an area_int block (SITS_INT_THREADS in kernels/convert.cu).
+# Threads of an area_int block (SITS_INT_THREADS in kernels/convert.cu, kernel_defines).
 AREA_INT_THREADS = 256
 # `struct Span` in kernels/convert.cu: one row or column of an area resampling
 # (W, q, scale: the integer kernel's exact weights, area_integer).
 SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4"), ("inv", "<f4"),
                        ("W", "<u4"), ("q", "<i4"), ("scale", "<f4")])
+
+
+def kernel_defines() -> dict[str, str]:
+    """The #defines that kernels/convert.cu needs from here: its block sizes,
+    for the GPU build (kernel_source) and the CPU emulator alike."""
+    return {"SITS_BILINEAR_THREADS": str(math.prod(BILINEAR_BLOCK)), "SITS_AREA_THREADS": str(AREA_THREADS),
+            "SITS_INT_THREADS": str(AREA_INT_THREADS)}
+
+
+def kernel_source(extra: dict[str, str] | None = None) -> str:
+    """The kernel text with kernel_defines() in front, and a benchmark's own
+    `extra` defines (tools/bench: the kernel's #ifndef tuning numbers)."""
+    ours = kernel_defines()
+    if set(ours) & set(extra or {}):
+        raise ValueError(f"{sorted(set(ours) & set(extra))} come from kernel.py's constants; set those instead")
+    defines = {**ours, **(extra or {})}
+    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + KERNEL_SOURCE_PATH.read_text()
+
+
+def compiler_error(log: str) -> str:
+    """The first line of an NVRTC, nvcc or ptxas log that reports an error
+    ("...: error: ..." or "...; error   : ..."), else its first line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return next((line for line in lines if re.search(r"\berror\s*:", line)), lines[0] if lines else "(no message)")
+
+
+def parse_defines(text: str) -> dict[str, str]:
+    """NAME=VALUE items separated by commas or spaces (NAME alone means
+    NAME=1; a later item wins): the benchmarks' --defines."""
+    return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
 
 
 def _padded(n: int) -> int:
@@ -436,10 +447,18 @@ def kernel_name(plan: Plan, vec: int = 1) -> str:
 
 
 def all_kernel_names() -> list[str]:
+    """Every kernel kernel_name can name (tests/unit/test_cuda_arch_build.py builds them all)."""
     outs = range(len(OUT_CODES))
     names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
     names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
     return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in range(4) for out in outs for short in (0, 1)]
+
+
+def instantiations(names: list[str]) -> str:
+    """Explicit instantiations of the kernels `names` (kernel_name's), for
+    an nvcc build of kernel_source() (NVRTC takes them as name expressions)."""
+    return "".join(f"template __global__ void {name}(const sits::Params, const unsigned char* __restrict__, "
+                   "const unsigned long long* __restrict__);\n" for name in names)
 
 
 def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:

@@ -19,7 +19,8 @@ def _load():
     try:
         import cupy
     except ImportError as exc:
-        raise DeviceError(f"the CUDA stage needs CuPy (pip install 'sits[cuda]'): {exc}") from None
+        raise DeviceError("the CUDA stage needs CuPy (pip install 'sits[cuda13]', or 'sits[cuda12]' with a "
+                          f"CUDA 12 driver and toolkit): {exc}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver or a GPU

@@ -123,9 +123,8 @@ def compiler() -> str | None:
 
 
 @functools.cache
-def library(defines: tuple = ()) -> ctypes.CDLL:
-    """The emulator built from the kernel text with kernel_defines() and
-    `defines` ((NAME, VALUE) pairs, which win) on top."""
+def library() -> ctypes.CDLL:
+    """The emulator built from the kernel text with kernel_defines() (as the GPU build)."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler")
@@ -133,7 +132,7 @@ def library(defines: tuple = ()) -> ctypes.CDLL:
     (tmp / "driver.cpp").write_text(DRIVER)
     so = tmp / "emu.so"
     cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
-           *(f"-D{k}={v}" for k, v in {**K.kernel_defines(), **dict(defines)}.items()),
+           *(f"-D{k}={v}" for k, v in K.kernel_defines().items()),
            "-I", str(K.KERNEL_SOURCE_PATH.parent), str(tmp / "driver.cpp"), "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -154,10 +153,9 @@ def _aligned(frame: np.ndarray) -> np.ndarray:
 
 
 def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None = None,
-        vec: int = 1, defines: tuple = ()) -> np.ndarray:
-    """Convert `frames` (each one buffer holding all planes) with the emulated
-    kernel (built with `defines` on top, see library())."""
-    lib = library(tuple(defines))
+        vec: int = 1) -> np.ndarray:
+    """Convert `frames` (each one buffer holding all planes) with the emulated kernel."""
+    lib = library()
     batch = len(frames)
     dtype = DTYPES[plan.out.dtype]
     if out is None:

@@ -189,30 +189,6 @@ def test_area_integer_wide_short(fmt, size, options, band, monkeypatch):
     assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float16") <= 1.0
 
 
-WALK_SHAPES = [((10, 3), dict(crop=(6, 2, 90, 51)), None), ((31, 3), dict(letterbox=True), 3),
-               ((650, 7), {}, 3), ((640, 5), dict(crop=(16, 2, 960, 10)), 2), ((640, 9), {}, 1)]
-
-
-@pytest.mark.parametrize("size, options, band", WALK_SHAPES)
-@pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
-def test_area_integer_row_walk_equals_footprint_loads(fmt, size, options, band, monkeypatch):
-    # Phase 1 walking each group's rows once (SITS_INT_WALK=1, at two
-    # depths) sums the same exact integers as loading each footprint's
-    # rows: the same output bits. 12 rows into 9 and 5 upscale NV12's 6
-    # chroma rows, so a chroma row can hold three footprints.
-    from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
-    src = integer_source(fmt, 1000, 12) if size[0] >= 640 else integer_source(fmt)
-    plan = make_plan(src, OutputSpec(*size, dtype="float32"), resize="area", **options)
-    assert K.area_integer(plan, 4)
-    batch = frames(src, 2, seed=7)
-    batch[0][:] = 255
-    want = E.run(plan, batch, vec=4, defines=(("SITS_INT_WALK", "0"),))
-    for depth in ("2", "4"):
-        got = E.run(plan, batch, vec=4, defines=(("SITS_INT_WALK", "1"), ("SITS_INT_DEPTH", depth)))
-        np.testing.assert_array_equal(got, want)
-
-
 def test_area_integer_short_needs_byte_luma_weights():
     # 260 columns into 257: footprints SHORT could take, but luma column
     # weights over 255, which do not fit a byte of its dot products

@@ -241,10 +241,15 @@ def test_area_spans_are_the_oracle_weights(fmt):
 
 
 def test_kernel_defines_and_source(monkeypatch):
-    # SITS_CUDA_DEFINES items (commas or spaces; NAME alone is 1; a later
-    # item wins) in front of the kernel text, a caller's own on top.
-    from sits.cuda import kernel as K
+    # The block sizes in front of the kernel text come from the launch
+    # shapes' constants; a benchmark's defines (commas or spaces; NAME alone
+    # is 1; a later item wins) follow, and may not restate ours.
     assert K.parse_defines("A=1,B C=x A=2") == {"A": "2", "B": "1", "C": "x"}
-    monkeypatch.setenv("SITS_CUDA_DEFINES", "SITS_INT_WALK=0,SITS_INT_DEPTH=2")
-    head = K.kernel_source({"SITS_INT_WALK": "1"}).split("\n")[:3]
-    assert head == ["#define SITS_INT_WALK 1", "#define SITS_INT_DEPTH 2", K.KERNEL_SOURCE_PATH.read_text().split("\n")[0]]
+    monkeypatch.setattr(K, "AREA_INT_THREADS", 320)
+    head = K.kernel_source({"SITS_INT_MIN_BLOCKS": "4"}).split("\n")[:5]
+    assert head == ["#define SITS_BILINEAR_THREADS 256", "#define SITS_AREA_THREADS 256", "#define SITS_INT_THREADS 320",
+                    "#define SITS_INT_MIN_BLOCKS 4", K.KERNEL_SOURCE_PATH.read_text().split("\n")[0]]
+    assert K.launch_shape(make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224), resize="area"), 1, 4)[1] \
+        == (320, 1, 1)
+    with pytest.raises(ValueError, match="SITS_INT_THREADS"):
+        K.kernel_source({"SITS_INT_THREADS": "256"})

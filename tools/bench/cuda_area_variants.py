@@ -5,21 +5,24 @@ benchmark's cases, each checked against the numpy oracle first.
     PYTHONPATH=. python3 tools/bench/cuda_area_variants.py --defines SITS_AREA_MIN_BLOCKS=4 SITS_AREA_MIN_BLOCKS=5 \
         --integer 0 1 --shapes auto b2 b8 --json $OUT/area.json
 
-Only the area kernels of the chosen cases' formats and output types are
-compiled for each variant.
+Each kernel is compiled when a case first needs it (convert._kernel), so a
+variant builds only the area kernels of the chosen cases.
 A variant is the kernel text with `#define NAME VALUE` lines put in front
-(one --defines item, NAME=VALUE pairs joined by commas; e.g.
-SITS_AREA_MIN_BLOCKS, the blocks per SM that the register cap aims at),
-with the integer kernel on or off (kernel.AREA_INTEGER); each is timed over
-launch shapes: "auto" (kernel.area_band_rows, the default launch), "bN"
+(one --defines item, NAME=VALUE pairs joined by commas: the kernel's
+#ifndef tuning numbers, SITS_AREA_MIN_BLOCKS, SITS_INT_MIN_BLOCKS and
+SITS_INT_SHORT_MIN_BLOCKS, the blocks per SM that the register caps aim
+at), with the integer kernel on or off (kernel.AREA_INTEGER), its dot
+products on or off (kernel.AREA_INT_DOT) and its block size
+(kernel.AREA_INT_THREADS, which the kernel text takes from kernel.py);
+each is timed over launch shapes: "auto" (kernel.area_band_rows, the default launch), "bN"
 bands of N rows.
 Times are those of sits/cuda/bench.py item (a): the kernel alone, two frame
 sets replayed alternately from one graph, against "input read once + output
 written once" at the device-to-device copy bandwidth measured in this run.
 """
 import argparse
+import functools
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -33,15 +36,15 @@ from sits.cuda.formats import OutputSpec, SourceFormat, make_plan
 from sits.cuda.runtime import cupy
 from sits.errors import SitsError
 
+PRODUCT_SOURCE = K.kernel_source
 CASES = [("YUYV", 224, "float16", "NCHW"), ("YUYV", 224, "bfloat16", "NHWC"), ("NV12", 224, "float16", "NCHW"),
          ("YUYV", 640, "float16", "NCHW"), ("NV12", 640, "float16", "NCHW")]
 
 
-def use_variant(item: str, base: str) -> None:
-    """Build the kernels with the defines of `item` on top of `base` (the
-    SITS_CUDA_DEFINES this run started with: kernel.kernel_defines)."""
-    os.environ["SITS_CUDA_DEFINES"] = f"{base},{item}"
-    C._module.cache_clear()
+def use_variant(defines: dict[str, str]) -> None:
+    """Build the kernels with `defines` in front of the product's text."""
+    K.kernel_source = functools.partial(PRODUCT_SOURCE, defines)
+    C._kernel.cache_clear()
 
 
 def check(cp, conv, plan, frames) -> float:
@@ -58,6 +61,8 @@ def main() -> int:
     ap.add_argument("--defines", nargs="+", default=["SITS_AREA_MIN_BLOCKS=5"])
     ap.add_argument("--integer", type=int, nargs="+", default=[1], help="kernel.AREA_INTEGER values")
     ap.add_argument("--dot", type=int, nargs="+", default=[1], help="kernel.AREA_INT_DOT values")
+    ap.add_argument("--int-threads", type=int, nargs="+", default=[K.AREA_INT_THREADS],
+                    help="kernel.AREA_INT_THREADS values")
     ap.add_argument("--shapes", nargs="+", default=["auto", "b2", "b8"])
     ap.add_argument("--cases", type=int, nargs="+", help="indices into CASES")
     ap.add_argument("--once", action="store_true", help="one conversion per case, no timing (for ncu)")
@@ -72,25 +77,19 @@ def main() -> int:
     stream = cp.cuda.Stream(non_blocking=True)
     d2d = B.d2d_bandwidth(cp, stream)
     print(f"d2d {d2d / 1e12:.3f} TB/s", flush=True)
-    base = os.environ.get("SITS_CUDA_DEFINES", "")
     cases = [CASES[i] for i in args.cases] if args.cases else CASES
-    # Only the area kernels of the cases' formats and output types (less to compile a variant).
-    codes = {(SourceFormat(fmt, B.W, B.H).info.code, K.OUT_CODES[dtype]) for fmt, _, dtype, _ in cases}
-    wanted = [n for n in K.all_kernel_names() if "area" in n
-              and tuple(int(v) for v in n.split("<")[1].split(",")[:2]) in codes]
-    K.all_kernel_names = lambda: wanted
     sets_of = {}
     rows = []
-    variants = [(item, integer, dot)
-                for item in args.defines for integer in args.integer for dot in args.dot]
-    for item, integer, dot in variants:
-        use_variant(item, base)
+    variants = [(item, integer, dot, threads) for item in args.defines for integer in args.integer
+                for dot in args.dot for threads in args.int_threads]
+    for item, integer, dot, threads in variants:
         defines = K.parse_defines(item)
         K.AREA_INTEGER = bool(integer)
         K.AREA_INT_DOT = bool(dot)
-        K.AREA_INT_THREADS = int(defines.get("SITS_INT_THREADS", 256))
-        mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer} dot={dot}"
+        K.AREA_INT_THREADS = threads
+        mb = ",".join(f"{k}={v}" for k, v in defines.items()) + f" int={integer} dot={dot} threads={threads}"
         try:
+            use_variant(defines)
             run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb)
         except Exception as e:  # one variant that fails to build or run costs only its own rows
             print(f"{mb} FAILED: {type(e).__name__}: {str(e)[-2000:]}", flush=True)

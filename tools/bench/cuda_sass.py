@@ -5,7 +5,7 @@ registers and spills (ptxas -v) and the size in SASS instructions of each
 loop (a backward branch and its target), innermost first. For changes made
 where no GPU time is left; a count is not a time.
 
-    PYTHONPATH=. python3 tools/bench/cuda_sass.py --defines SITS_INT_WALK=1 --kernels 2,1,1 2,1,0
+    PYTHONPATH=. python3 tools/bench/cuda_sass.py --defines SITS_INT_SHORT_MIN_BLOCKS=4 --kernels 2,1,1 2,1,0
 
 --kernels takes FMT,OUT,SHORT triples (kernels/convert.cu codes: NV12 = 2,
 YUYV = 0; float16 = 1). Needs nvcc and nvdisasm (pip: nvidia-cuda-nvdisasm)
@@ -20,10 +20,6 @@ import tempfile
 from pathlib import Path
 
 from sits.cuda import kernel as K
-
-INSTANTIATE = ("template __global__ void sits::area_int<{}>(const sits::Params, const unsigned char* __restrict__, "
-               "const unsigned long long* __restrict__);\n")
-
 
 def loops(sass: str) -> list[tuple[int, int]]:
     """(first address, instructions) of each loop in one kernel's SASS."""
@@ -48,7 +44,8 @@ def loops(sass: str) -> list[tuple[int, int]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--defines", nargs="*", default=[], help="NAME=VALUE items put in front of the kernel text")
+    ap.add_argument("--defines", nargs="*", default=[],
+                    help="NAME=VALUE items put in front of the kernel text (its #ifndef tuning numbers)")
     ap.add_argument("--kernels", nargs="+", default=["2,1,1", "2,1,0", "0,1,1", "0,1,0"])
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--nvcc", default=shutil.which("nvcc"))
@@ -64,12 +61,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sits-sass-") as tmp:
         src, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
         src.write_text(K.kernel_source(K.parse_defines(" ".join(args.defines)))
-                       + "".join(INSTANTIATE.format(k) for k in args.kernels))
+                       + K.instantiations([f"sits::area_int<{k}>" for k in args.kernels]))
         built = subprocess.run([args.nvcc, "-std=c++17", f"-arch={args.arch}", "-cubin", "-Xptxas", "-v",
                                 "-o", str(cubin), str(src)], capture_output=True, text=True)
         if built.returncode != 0:
-            errors = [line for line in built.stderr.splitlines() if "error" in line] or ["(no message)"]
-            print(f"cuda_sass: nvcc failed: {errors[0].strip()}", file=sys.stderr)
+            print(f"cuda_sass: nvcc failed: {K.compiler_error(built.stderr)}", file=sys.stderr)
             return 1
         sass = subprocess.run([args.nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
     usage, name = {}, None  # ptxas -v: a function's spills, then its registers

@@ -3,9 +3,11 @@
 // batch in one launch. Conventions are written in sits/cuda/formats.py; the
 // numpy oracle is sits/cuda/reference.py.
 //
-// Compiled with NVRTC through CuPy (template instantiations by name), and on
-// the CPU by tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which
-// runs each thread as a host thread so the same text is checked in CI.
+// Compiled with NVRTC through CuPy, one template instantiation at a time
+// (sits/cuda/convert.py `_kernel`); by nvcc for every target in
+// tests/unit/test_cuda_arch_build.py; and on the CPU by
+// tests/unit/test_cuda_kernel_emulated.py with SITS_EMULATE, which runs each
+// thread as a host thread so the same text is checked in CI.
 //
 // Arguments: the Params block by value (kernel parameters are read from the
 // constant bank, operands of the arithmetic, with no load in the loops), the
@@ -18,6 +20,35 @@
 #ifndef SITS_EMULATE
 #include <cuda_fp16.h>
 #define SITS_SHARED_FLOATS(name) extern __shared__ __align__(16) float name[]
+#endif
+
+// An instruction that only newer architectures have sits behind the macro
+// of the first one that has it (CUTLASS's way), so that the same text
+// builds for every target: a kernel is compiled for one architecture, and
+// an instruction the target lacks fails it in ptxas. SITS_ARCH_SM90: Hopper
+// and later (cp.async.bulk). Each use says what older targets do instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SITS_ARCH_SM90 1
+#endif
+
+// Threads of a block: kernel.py writes them in front of this text from the
+// launch shapes it uses (kernel_defines), so that each kernel's launch
+// bounds and its launches are one number.
+#if !defined(SITS_BILINEAR_THREADS) || !defined(SITS_AREA_THREADS) || !defined(SITS_INT_THREADS)
+#error "block sizes come from sits/cuda/kernel.py (kernel_source, kernel_defines)"
+#endif
+
+// Blocks an SM that each kernel's register cap aims at (__launch_bounds__),
+// measured on the H200 (docs/cuda.md); the benchmarks may define others
+// (tools/bench/cuda_area_variants.py, cuda_sass.py --defines).
+#ifndef SITS_AREA_MIN_BLOCKS
+#define SITS_AREA_MIN_BLOCKS 5
+#endif
+#ifndef SITS_INT_MIN_BLOCKS
+#define SITS_INT_MIN_BLOCKS 5
+#endif
+#ifndef SITS_INT_SHORT_MIN_BLOCKS
+#define SITS_INT_SHORT_MIN_BLOCKS 5
 #endif
 
 namespace sits {
@@ -159,7 +190,7 @@ __device__ __forceinline__ float lerp4(float a, float b, float c, float d, float
 
 // Bilinear: one thread per output pixel; block (32, 8), grid (ceil(W/32), ceil(H/8), N).
 template <int FMT, int OUT>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(SITS_BILINEAR_THREADS)
 bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
@@ -496,14 +527,11 @@ __device__ __forceinline__ void area_pixel(const Params& p, const unsigned char*
     pixel_values(p, v0, v1, v2, v);
 }
 
-#ifndef SITS_AREA_MIN_BLOCKS
-#define SITS_AREA_MIN_BLOCKS 5
-#endif
 // One block converts a band of output rows of one frame: the rows
 // [out_h * bx / gx, out_h * (bx + 1) / gx) of frame blockIdx.y, so the host
 // may pick any band count (kernel.py: one wave of resident blocks).
 template <int FMT, int OUT, int VEC>
-__global__ void __launch_bounds__(256, SITS_AREA_MIN_BLOCKS)
+__global__ void __launch_bounds__(SITS_AREA_THREADS, SITS_AREA_MIN_BLOCKS)
 area(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
@@ -575,15 +603,11 @@ area(const Params p, const unsigned char* __restrict__ tables, const unsigned lo
 // a time and columns summed in dot products (kernel.py `dot_columns`) or
 // loops.
 
-#ifndef SITS_INT_NV_SPLIT
-#define SITS_INT_NV_SPLIT 1
-#endif
-
 // A group's 4 words as 16-bit lanes: lo = bytes 0 and 2, hi = bytes 1 and 3
 // (YUYV: a luma pair and a chroma pair, as the row buffers hold them); or
-// INORDER (NV12/NV16, SITS_INT_NV_SPLIT): lo = bytes 0 and 1, hi = bytes 2
-// and 3, which are already the row buffers' order (luma samples in turn,
-// (U, V) pairs), where lo/hi as for YUYV took 8 byte permutes to reorder.
+// INORDER (NV12/NV16): lo = bytes 0 and 1, hi = bytes 2 and 3, which are
+// already the row buffers' order (luma samples in turn, (U, V) pairs),
+// where lo/hi as for YUYV took 8 byte permutes to reorder.
 template <bool INORDER>
 __device__ __forceinline__ void int_split(const uint4& v, unsigned int* lo, unsigned int* hi) {
     if (INORDER) {
@@ -645,7 +669,7 @@ __device__ __forceinline__ IntSpan int_span(const Span* s) {
 
 // A group's vertical sums (int_split lanes) to the row buffer at d: luma
 // at d, chroma at d + off.
-template <int FMT, int PLANE, bool IN>
+template <int FMT, int PLANE>
 __device__ __forceinline__ void int_store(unsigned int* d, int off, const unsigned int* lo, const unsigned int* hi) {
     if (FMT == FMT_YUYV || FMT == FMT_UYVY) {
         // lo holds Y0, Y1 of each word (YUYV) and hi U, V: already a luma
@@ -655,18 +679,10 @@ __device__ __forceinline__ void int_store(unsigned int* d, int off, const unsign
         *reinterpret_cast<uint4*>(d) = make_uint4(y[0], y[1], y[2], y[3]);
         *reinterpret_cast<uint4*>(d + off) = make_uint4(c[0], c[1], c[2], c[3]);
     } else {
-        // NV12/NV16: in order (luma: Y0 Y1 | Y2 Y3 ...; chroma: U V | U V ...).
+        // NV12/NV16 (int_split in order): luma Y0 Y1 | Y2 Y3 ..., chroma U V | U V ...
         unsigned int* o = d + (PLANE == 0 ? 0 : off);
-        uint4 first, second;
-        if (IN) {
-            first = make_uint4(lo[0], hi[0], lo[1], hi[1]);
-            second = make_uint4(lo[2], hi[2], lo[3], hi[3]);
-        } else {  // lo = samples 0, 2 and hi = 1, 3 of each word: in order again
-            first = make_uint4(__byte_perm(lo[0], hi[0], 0x5410u), __byte_perm(lo[0], hi[0], 0x7632u),
-                               __byte_perm(lo[1], hi[1], 0x5410u), __byte_perm(lo[1], hi[1], 0x7632u));
-            second = make_uint4(__byte_perm(lo[2], hi[2], 0x5410u), __byte_perm(lo[2], hi[2], 0x7632u),
-                                __byte_perm(lo[3], hi[3], 0x5410u), __byte_perm(lo[3], hi[3], 0x7632u));
-        }
+        const uint4 first = make_uint4(lo[0], hi[0], lo[1], hi[1]);
+        const uint4 second = make_uint4(lo[2], hi[2], lo[3], hi[3]);
         // (32 bytes a thread: a quarter warp's 16-byte stores take two
         // shared-memory wavefronts; storing lanes 4-7's halves the other
         // way round avoids it but costs 8 selects: 640 outputs 2% slower.)
@@ -684,7 +700,7 @@ __device__ __forceinline__ void int_store(unsigned int* d, int off, const unsign
 template <int FMT, int PLANE, int MAXN>
 __device__ __forceinline__ void int_group(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
                                           unsigned int* s, int off, int row_words) {
-    constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
+    constexpr bool IN = FMT == FMT_NV12 || FMT == FMT_NV16;
     // (running pointers to the span and the destination; a footprint's first
     // row at a 32-bit offset: kernel.area_integer keeps planes under 4 GiB)
     unsigned int* d = s;
@@ -724,89 +740,14 @@ __device__ __forceinline__ void int_group(const unsigned char* src, int stride, 
                 }
             }
         }
-        int_store<FMT, PLANE, IN>(d, off, lo, hi);
+        int_store<FMT, PLANE>(d, off, lo, hi);
     }
-}
-
-// SITS_INT_WALK (off; not yet timed on the GPU): phase 1 walks a group's
-// input rows once, in order, SITS_INT_DEPTH loads ahead, where int_group
-// loads each footprint's rows together and waits for them once per output
-// row (a row two footprints share is loaded twice). Each row is weighed
-// into the footprint it is in; the last row of a footprint also starts the
-// next one when they share it (again for each footprint inside the row, as
-// chroma rows upscaled). More instructions a row (the weight's choice, the
-// loop), fewer loads, and the loads' latency not waited for once a row.
-#ifndef SITS_INT_WALK
-#define SITS_INT_WALK 0
-#endif
-#ifndef SITS_INT_DEPTH
-#define SITS_INT_DEPTH 4
-#endif
-
-template <int FMT, int PLANE>
-__device__ __forceinline__ void int_walk(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
-                                         unsigned int* d, int off, int row_words) {
-    constexpr bool IN = SITS_INT_NV_SPLIT && (FMT == FMT_NV12 || FMT == FMT_NV16);
-    constexpr int D = SITS_INT_DEPTH;
-    // the current footprint (uniform across the block: branches on it do not diverge)
-    int ly = ly0, j = 0;
-    IntSpan sp = int_span(rows + ly);
-    const IntSpan last = int_span(rows + ly1 - 1);
-    const int r0 = sp.i0, r1 = last.i0 + last.n;  // the band's input rows
-    const unsigned char* row = src + (unsigned int)r0 * (unsigned int)stride;
-    uint4 v[D];
-    #pragma unroll
-    for (int k = 0; k < D; ++k) v[k] = int_load(row + k * stride, r0 + k < r1);
-    unsigned int lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};
-    #pragma unroll 1
-    for (int r = r0; r < r1; r += D, row += D * stride) {
-        #pragma unroll
-        for (int k = 0; k < D; ++k) {
-            if (r + k >= r1) break;
-            #pragma unroll 1
-            while (true) {
-                const unsigned int w = int_tap(j, sp.n, sp.W0, sp.W1, sp.q);
-                unsigned int a[4], b[4];  // (split where it is used: no registers held for it)
-                int_split<IN>(v[k], a, b);
-                #pragma unroll
-                for (int i = 0; i < 4; ++i) { lo[i] += a[i] * w; hi[i] += b[i] * w; }
-                if (j < sp.n - 1) { ++j; break; }
-                int_store<FMT, PLANE, IN>(d, off, lo, hi);  // the footprint is complete
-                d += row_words;
-                #pragma unroll
-                for (int i = 0; i < 4; ++i) lo[i] = hi[i] = 0u;
-                if (++ly == ly1) break;
-                sp = int_span(rows + ly);
-                j = 0;
-                if (sp.i0 != r + k) break;  // it starts at the next row
-                // it starts at this row too: weigh it again
-            }
-            v[k] = int_load(row + (k + D) * stride, r + k + D < r1);
-        }
-    }
-}
-
-// Phase 1 for one group: int_walk or int_group (SITS_INT_WALK).
-template <int FMT, int PLANE, int MAXN>
-__device__ __forceinline__ void int_phase1(const unsigned char* src, int stride, const Span* rows, int ly0, int ly1,
-                                           unsigned int* s, int off, int row_words) {
-    if (SITS_INT_WALK) int_walk<FMT, PLANE>(src, stride, rows, ly0, ly1, s, off, row_words);
-    else int_group<FMT, PLANE, MAXN>(src, stride, rows, ly0, ly1, s, off, row_words);
 }
 
 // A column entry of the integer kernel: i0 | n << 16, W0 | W1 << 16, q, scale.
 __device__ __forceinline__ uint4 int_col(const unsigned char* tables, int offset, int x) {
     return __ldg(reinterpret_cast<const uint4*>(tables + offset) + x);
 }
-
-// SITS_INT_WORDSUM (general path, on): the horizontal sums of the samples
-// between a footprint's ends two at a time from 32-bit words. H200, batch
-// 32, 1080p NV12 -> 224, in three runs: 39.9 / 39.3 / 39.6 us against 40.6
-// / 40.0 / 40.2 for the loop of single samples (=0); YUYV -> 224 the same
-// within 0.3 us (docs/cuda.md).
-#ifndef SITS_INT_WORDSUM
-#define SITS_INT_WORDSUM 1
-#endif
 
 // Words w[k0..k1) as (sum of their low halves, sum of their high halves):
 // S sums whole words (mod 2^32) and T their high halves, two words a step
@@ -827,13 +768,12 @@ __device__ __forceinline__ void int_word_sums(const unsigned int* w, int k0, int
     lo = S - (T << 16);
 }
 
-// Weighted sum of 16-bit column sums: W0 * first + q * (between) + W1 * last.
-// SITS_INT_WORDSUM: the samples between read as 32-bit words (two samples
-// each, int_word_sums), an odd one at either end alone.
+// Weighted sum of 16-bit column sums: W0 * first + q * (between) + W1 * last,
+// the samples between read as 32-bit words (two samples each,
+// int_word_sums), an odd one at either end alone.
 __device__ __forceinline__ unsigned int int_box(const unsigned short* s, const uint4& e) {
     const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
     const unsigned short* q = s + i0;
-#if SITS_INT_WORDSUM
     int a = i0 + 1, b = i0 + n - 1;  // the samples between: s[a..b)
     unsigned int mid = 0u;
     if (a < b && (a & 1)) mid = s[a++];
@@ -841,27 +781,14 @@ __device__ __forceinline__ unsigned int int_box(const unsigned short* s, const u
     unsigned int lo, hi;
     int_word_sums(reinterpret_cast<const unsigned int*>(s), a >> 1, b >> 1, lo, hi);
     return (e.y & 0xffffu) * q[0] + (e.y >> 16) * q[n - 1] + (mid + lo + hi) * e.z;
-#else
-    unsigned int mid = 0u, mid2 = 0u;
-    int i = 1;
-    #pragma unroll 1
-    for (; i + 2 <= n - 1; i += 2) { mid += q[i]; mid2 += q[i + 1]; }
-    if (i < n - 1) mid += q[i];
-    return (e.y & 0xffffu) * q[0] + (e.y >> 16) * q[n - 1] + (mid + mid2) * e.z;
-#endif
 }
 
 // The same for (U, V) pairs packed in 32-bit words.
 __device__ __forceinline__ void int_box2(const unsigned int* s, const uint4& e, unsigned int& u, unsigned int& v) {
     const int i0 = (int)(e.x & 0xffffu), n = (int)(e.x >> 16);
     const unsigned int* q = s + i0;
-    unsigned int mu = 0u, mv = 0u;
-#if SITS_INT_WORDSUM
+    unsigned int mu, mv;
     int_word_sums(q, 1, n - 1, mu, mv);
-#else
-    #pragma unroll 1
-    for (int i = 1; i < n - 1; ++i) { const unsigned int w = q[i]; mu += w & 0xffffu; mv += w >> 16; }
-#endif
     const unsigned int f = q[0], l = q[n - 1], W0 = e.y & 0xffffu, W1 = e.y >> 16;
     u = W0 * (f & 0xffffu) + W1 * (l & 0xffffu) + mu * e.z;
     v = W0 * (f >> 16) + W1 * (l >> 16) + mv * e.z;
@@ -951,20 +878,6 @@ __device__ __forceinline__ unsigned int pack2(float a, float b) {
     return (unsigned int)__half_as_ushort(__float2half_rn(a)) | ((unsigned int)__half_as_ushort(__float2half_rn(b)) << 16);
 }
 
-#ifndef SITS_INT_MIN_BLOCKS
-#define SITS_INT_MIN_BLOCKS 5
-#endif
-#ifndef SITS_INT_SHORT_MIN_BLOCKS
-#define SITS_INT_SHORT_MIN_BLOCKS 5
-#endif
-
-#ifndef SITS_INT_PREFETCH
-#define SITS_INT_PREFETCH 1
-#endif
-#ifndef SITS_INT_PREFETCH_AHEAD
-#define SITS_INT_PREFETCH_AHEAD SITS_INT_SHORT_MIN_BLOCKS
-#endif
-
 // Output rows [y0, y1) of band bx of gx: out_h / gx rows each, the first
 // out_h % gx bands one more (one 32-bit division, which the compiler makes a
 // reciprocal multiply; the quotient is the same for every block).
@@ -977,10 +890,13 @@ __device__ __forceinline__ void int_band(int out_h, unsigned int bx, unsigned in
 // The rows the footprints of content rows [a, b) cover, from `plane` (at the
 // first word of the crop) to the same column of the row after the last:
 // into L2 with one bulk prefetch (16-byte aligned rows: the area_int case).
+// Before sm_90 there is no bulk prefetch, and one thread issuing
+// `prefetch.global.L2` for each 128-byte line of the rows was never timed:
+// no prefetch there (the emulator still runs the address arithmetic).
 __device__ __forceinline__ void int_prefetch_rows(const unsigned char* plane, int stride, const Span* rows, int a,
                                                   int b) {
     const int r0 = rows[a].i0, r1 = rows[b - 1].i0 + rows[b - 1].n;
-#ifndef SITS_EMULATE
+#ifdef SITS_ARCH_SM90
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
                  :: "l"(plane + (long long)r0 * stride), "r"((unsigned int)((r1 - r0) * stride)) : "memory");
 #else
@@ -1011,10 +927,6 @@ __device__ __forceinline__ void int_prefetch_ahead(const Params& p, const Span* 
     }
 }
 
-#ifndef SITS_INT_THREADS
-#define SITS_INT_THREADS 256
-#endif
-
 template <int FMT, int OUT, int SHORT>
 __global__ void __launch_bounds__(SITS_INT_THREADS, SHORT ? SITS_INT_SHORT_MIN_BLOCKS : SITS_INT_MIN_BLOCKS)
 area_int(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
@@ -1043,11 +955,11 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int groups = Tr::planar ? start1 + groups1 : groups0;
         for (int g = threadIdx.x; g < groups; g += bd) {
             if (!Tr::planar || g < groups0) {
-                int_phase1<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
+                int_group<FMT, 0, MAXN>(p0 + 4LL * (p.word_start0 + 4 * g), p.stride0, spans, ly0, ly1,
                                          s + (Tr::planar ? 8 : 4) * g, p.smem_off1, p.smem_row);
             } else if (g >= start1) {
                 const int h = g - start1;
-                int_phase1<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
+                int_group<FMT, 1, MAXN>(p1 + 4LL * (p.word_start1 + 4 * h), p.stride1, spans + p.span_rows1,
                                          ly0, ly1, s + 8 * h, p.smem_off1, p.smem_row);
             }
         }
@@ -1057,7 +969,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     // block about one wave of resident blocks later go into L2 (measured:
     // 640 outputs 12% faster; for the taller footprints of 224 outputs
     // slower or no better, and at the kernel's start slower everywhere).
-    if (SHORT && SITS_INT_PREFETCH && threadIdx.x == 0) int_prefetch_ahead(p, spans, T, Tr::planar, SITS_INT_PREFETCH_AHEAD);
+    if (SHORT && threadIdx.x == 0) int_prefetch_ahead(p, spans, T, Tr::planar, SITS_INT_SHORT_MIN_BLOCKS);
     // Rows [yc0, yc1) of the band are content; the rest letterbox fill.
     const int yc0 = imax(y_begin, p.content_y), yc1 = imax(imin(y_end, p.content_y + p.content_h), yc0);
     const unsigned int* rows0 = s + (yc0 - p.content_y - ly0) * p.smem_row;
