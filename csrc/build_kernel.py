@@ -71,12 +71,20 @@ def source_options():
     )
 
 
+def _ioctl_table() -> str:
+    """The names of sits_ioctls.h's constants as a C array, so that Python
+    knows which SITS_* names are ioctls without a list of its own."""
+    names = "".join(f'"{n}", ' for n in ioctl_names())
+    return f"const char *const sits_ioctl_names[] = {{{names}NULL}};\n"
+
+
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
-    f"static const unsigned long {name};\n" for name in ioctl_names()) + queue_cdef())
+    f"static const unsigned long {name};\n" for name in ioctl_names())
+    + "extern const char *const sits_ioctl_names[];\n" + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
-    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"',
+    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _ioctl_table(),
     **source_options(),
 )
 

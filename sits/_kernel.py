@@ -15,10 +15,18 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
         "sits' kernel binding is not built; reinstall with `pip install .` "
         f"(needs gcc, linux-libc-dev and libdrm-dev): {exc}") from exc
 
-#: ioctl request number -> name, from the SITS_* constants of csrc/sits_ioctls.h
-IOCTL_NAMES: dict[int, str] = {
-    getattr(lib, n): n[len("SITS_"):] for n in dir(lib) if n.startswith("SITS_")
-}
+def _ioctl_constants() -> list[str]:
+    """The SITS_* ioctl constants of csrc/sits_ioctls.h (the module lists
+    them: other SITS_* names, the frame queue's, are not ioctls)."""
+    out, i = [], 0
+    while lib.sits_ioctl_names[i] != ffi.NULL:
+        out.append(ffi.string(lib.sits_ioctl_names[i]).decode())
+        i += 1
+    return out
+
+
+#: ioctl request number -> name
+IOCTL_NAMES: dict[int, str] = {getattr(lib, n): n[len("SITS_"):] for n in _ioctl_constants()}
 
 
 def ioctl_number(name: str) -> int:

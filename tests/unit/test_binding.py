@@ -92,3 +92,14 @@ def test_subclass_open_passes_path_through():
 
     with Named.open("/dev/null", os.O_RDONLY, path="/dev/null") as n:
         assert n.path == "/dev/null"
+
+
+def test_ioctl_names_are_the_ioctls_only():
+    """IOCTL_NAMES holds sits_ioctls.h's ioctls, not the binding's other
+    SITS_* constants (the frame queue's SITS_Q_*/SITS_OP_* numbers)."""
+    import os
+    import sys
+    from sits._kernel import IOCTL_NAMES
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "csrc"))
+    from build_kernel import ioctl_names
+    assert sorted(IOCTL_NAMES.values()) == sorted(n[len("SITS_"):] for n in ioctl_names())
