@@ -110,6 +110,11 @@ class FrameQueue:
         slot.index = NONE
         return frame
 
+    def display_holds(self, index: int) -> bool:
+        """The display has the buffer: next, committed, on screen or leaving it."""
+        L = self.L
+        return index in (L.next.index, L.pending.index, L.on_screen.index, L.retire.index)
+
     def idle(self, index: int) -> bool:
         """Nothing holds the buffer (display slots, Python, the driver)."""
         return not lib.sits_queue_held(self.L, index) and not self.L.queued[index]

@@ -87,7 +87,10 @@ class Pipeline:
 
     def unwatch(self, fd: int) -> None:
         if self._handlers.pop(fd, None) is not None:
-            self._poller.unregister(fd)
+            try:
+                self._poller.unregister(fd)
+            except OSError:
+                pass   # its owner closed it already: the kernel took it out of the set
             self._stale.add(fd)   # its number may be reused within this poll round
 
     def watch_fence(self, fence, callback) -> None:
