@@ -67,7 +67,7 @@ def _stop_signals():
 
 
 def _groups(probes: str | None) -> tuple[str, ...]:
-    from sits.ebpf.probes import DEFAULT_GROUPS
+    from sits.ebpf.points import DEFAULT_GROUPS
     if not probes:
         return DEFAULT_GROUPS
     return tuple(g.strip() for g in probes.split(",") if g.strip())
@@ -91,7 +91,8 @@ def run_list(lib=None, as_json=False):
     """Probe points available on this kernel, and why any are missing."""
     import json
 
-    from sits.ebpf.probes import find_avcodec, point_availability
+    from sits.ebpf.points import point_availability
+    from sits.ebpf.system import find_avcodec
     lib = lib or find_avcodec()
     items = point_availability(avcodec_lib=lib)
     if as_json:
@@ -277,7 +278,7 @@ def run_top(probes=None, pid=None, comm=None, cgroup=None, lib=None, interval=1.
     j/k (or arrows) select a row whose histogram is drawn below."""
     import select
 
-    from sits.ebpf.probes import POINTS
+    from sits.ebpf.points import POINTS
     from sits.ebpf.report import Aggregate, parse_thresholds
     if sort not in SORTS:
         raise UsageError(f"--sort {sort}: one of {', '.join(SORTS)}")
@@ -351,7 +352,8 @@ def _handle_keys(data: bytes, state: dict, sort_keys: list[str]) -> bool:
 def _histogram_text(agg, row, cumulative):
     from rich.text import Text
 
-    from sits.ebpf.probes import POINT_BY_NAME, RowKey
+    from sits.ebpf.histogram import RowKey
+    from sits.ebpf.points import POINT_BY_NAME
     src = agg.total if cumulative else agg.last
     h = src.get(RowKey(row["pid"], row["tid"], POINT_BY_NAME[row["probe"]].id, row["key_raw"]))
     if h is None:

@@ -17,8 +17,7 @@ import mmap
 
 import numpy as np
 
-from sits.ebpf.histogram import SLOTS, SUB, SUB_BITS, Histogram
-from sits.ebpf.probes import RowKey
+from sits.ebpf.histogram import SLOTS, SUB, SUB_BITS, Histogram, RowKey
 
 BUSY = 1 << 31
 DISCARD = 1 << 30
@@ -137,8 +136,8 @@ class EventWriter:
         self.events = 0
 
     def write(self, events: np.ndarray) -> None:
-        from sits.ebpf.probes import POINT_BY_ID
-        from sits.ebpf.report import key_label
+        from sits.ebpf.points import POINT_BY_ID
+        from sits.ebpf.report import key_kind, key_label
         labels = self._labels
         rows = []
         for ts, delta, key, pid, tid, probe in zip(
@@ -147,7 +146,7 @@ class EventWriter:
             label = labels.get((probe, key, pid))
             if label is None:
                 point = POINT_BY_ID.get(probe)
-                fences = self._fence_names() if self._fence_names and probe in (10, 11) else None
+                fences = self._fence_names() if self._fence_names and key_kind(probe) == "context" else None
                 label = labels[(probe, key, pid)] = (
                     point.name if point else str(probe),
                     key_label(probe, key, pid, fence_names=fences, fd_paths=self._fd_paths))

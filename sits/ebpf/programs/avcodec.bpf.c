@@ -19,7 +19,7 @@ int sits_av_enter(struct pt_regs *ctx)
 		return 0;
 	ts = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&av_starts, &key, &ts, BPF_ANY))
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 	return 0;
 }
 

@@ -253,7 +253,7 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 		long err = new_row(&hist, &k);
 
 		if (err == -E2BIG) {
-			count_drop(SITS_DROP_HIST_FULL);  /* every row taken */
+			count_drop(SITS_DROP_HIST_MAP_FULL);  /* every row taken */
 			return;
 		}
 		if (err) {
@@ -267,7 +267,7 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 			h = bpf_map_lookup_elem(&hist_spill, &k);
 			if (!h) {
 				if (new_row(&hist_spill, &k)) {
-					count_drop(SITS_DROP_HIST_ALLOC);  /* spill full too */
+					count_drop(SITS_DROP_HIST_ALLOC_FAILED);  /* spill full too */
 					return;
 				}
 				h = bpf_map_lookup_elem(&hist_spill, &k);

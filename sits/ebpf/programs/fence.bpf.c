@@ -45,7 +45,7 @@ static __always_inline void remember_name(struct trace_event_raw_dma_fence *ctx)
 	loc = ctx->__data_loc_timeline;
 	bpf_probe_read_kernel_str(name.timeline, sizeof(name.timeline), (void *)ctx + (loc & 0xFFFF));
 	if (bpf_map_update_elem(&fence_names, &context, &name, BPF_NOEXIST) == -7 /* E2BIG */)
-		count_drop(SITS_DROP_NAMES_FULL);
+		count_drop(SITS_DROP_FENCE_NAMES_FULL);
 }
 
 static __always_inline int fence_started(struct trace_event_raw_dma_fence *ctx, __u64 flags)
@@ -110,7 +110,7 @@ int sits_fence_wait_start(struct trace_event_raw_dma_fence *ctx)
 	w = bpf_task_storage_get(&fence_waits, bpf_get_current_task_btf(), 0,
 				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w) {
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 		return 0;
 	}
 	w->context = ctx->context;
