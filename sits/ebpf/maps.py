@@ -22,6 +22,13 @@ def lookup_u64(map_fd: int, key: int) -> int:
     return v[0]
 
 
+def lookup_u32_u8(map_fd: int, key: int) -> int | None:
+    """map[key] for maps of __u32 to __u8, or None when absent."""
+    ffi, lib = libbpf.load()
+    v = ffi.new("unsigned char *")
+    return v[0] if lib.bpf_map_lookup_elem(map_fd, ffi.new("__u32 *", key), v) == 0 else None
+
+
 def update_u32(map_fd: int, key: int, value: int, what: str) -> None:
     """map[key] = value, for maps of __u32 to __u32."""
     ffi, lib = libbpf.load()

@@ -21,7 +21,7 @@ import os
 import time
 
 from sits.ebpf import libbpf, maps
-from sits.ebpf.header import DROP_IDS, PROBE_ID_LIMIT
+from sits.ebpf.header import COMM_LEN, DROP_IDS, PROBE_ID_LIMIT
 from sits.ebpf.histogram import Histogram, RowKey
 from sits.ebpf.loader import BpfObject, program_path
 from sits.ebpf.points import (BENCH_PROBE, BENCH_PROGRAMS, DEFAULT_GROUPS, GROUPS, POINT_BY_NAME, POINTS,
@@ -31,26 +31,45 @@ from sits.ebpf.tracefs import ensure_tracefs, event_fields
 from sits.errors import KernelCallError, SitsError, UsageError
 
 SHARED_MAPS = ("hist", "hist_spill", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
-               "comms")
+               "comms", "comm_match")
 #: preallocated rows (per CPU, 2.4 KB each) taken when the histogram map
 #: cannot allocate one (common.bpf.h, record()); the few a burst of new keys
 #: in one interrupt needs, two epochs of them
 SPILL_ROWS = 64
+#: --comm: rows of `comm_match`, one per live task that was created,
+#: renamed or probed since the start (preallocated, 64 bytes each); beyond
+#: them a task decides from its name at every event (common.bpf.h)
+COMM_TASKS = 32768
 
 
-def newtask_offsets() -> tuple[int, int]:
-    """Byte offsets, in a task:task_newtask trace record, of the new task's
-    pid and of the low 32 bits of its clone_flags (follow.bpf.c reads them
-    there), from the tracepoint's format file."""
+def record_offsets(category: str, event: str, sizes: dict[str, int | None], needed_for: str) -> list[int]:
+    """Byte offsets of `sizes`' fields in a tracepoint's record, from its
+    format file, for the programs that read records at offsets (no CO-RE);
+    a size of None takes the field as it is. The low 32 bits of a wider
+    field are where a __u32 read finds them."""
     import sys
-    fields = event_fields("task", "task_newtask")
-    if "pid" not in fields or "clone_flags" not in fields or fields["pid"][1] != 4:
-        raise SitsError("following a command needs the task:task_newtask tracepoint "
-                        "(is tracefs mounted?)")
-    off, size = fields["clone_flags"]
-    if sys.byteorder == "big":
-        off += size - 4
-    return fields["pid"][0], off
+    fields = event_fields(category, event)
+    out = []
+    for name, size in sizes.items():
+        if name not in fields or fields[name][1] != (size or fields[name][1]):
+            raise SitsError(f"{needed_for} needs the {category}:{event} tracepoint (is tracefs mounted?)")
+        off, actual = fields[name]
+        if size is None and sys.byteorder == "big":
+            off += actual - 4
+        out.append(off)
+    return out
+
+
+def newtask_offsets() -> list[int]:
+    """task_newtask's new task's pid and the low 32 bits of its clone_flags
+    (follow.bpf.c)."""
+    return record_offsets("task", "task_newtask", {"pid": 4, "clone_flags": None}, "following a command")
+
+
+def comm_offsets() -> list[int]:
+    """task_newtask's pid and comm, task_rename's pid and newcomm (comm.bpf.c)."""
+    return (record_offsets("task", "task_newtask", {"pid": 4, "comm": COMM_LEN}, "--comm")
+            + record_offsets("task", "task_rename", {"pid": 4, "newcomm": COMM_LEN}, "--comm"))
 
 
 class Filters:
@@ -142,6 +161,10 @@ class ProbeSession:
             self._fds[name] = first.map_fd(name)
         for pid in self.filters.pids:
             self.track(pid)
+        if self.filters.comm:  # before any probe: no rename may go unseen
+            comm = self._load_object("comm", [], must=True)
+            for pname in comm.program_names():
+                comm.attach(pname)
         self._attach(first, sys_progs if "syscalls" in self.objects else [])
         if self.filters.follow:
             follow = self._load_object("follow", [], must=True)
@@ -164,14 +187,14 @@ class ProbeSession:
     def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
                      must: bool = False) -> BpfObject | None:
         """Open and load `objname` with only `progs` autoloaded (a helper
-        object's: follow's all, bench's the chosen trigger's). A refused load
-        skips those programs with the reason, unless `must`."""
+        object's: follow's and comm's all, bench's the chosen trigger's). A
+        refused load skips those programs with the reason, unless `must`."""
         obj = self._open(objname, first=first)
         names = {p.name for p in progs}
         if objname == "bench":
             names.add(BENCH_PROGRAMS[self.bench_trigger])  # (only it: the other may need BTF)
         for pname in obj.program_names():
-            obj.set_autoload(pname, objname == "follow" or pname in names)
+            obj.set_autoload(pname, objname in ("follow", "comm") or pname in names)
         try:
             obj.load()
         except KernelCallError as exc:
@@ -225,15 +248,19 @@ class ProbeSession:
             mask |= 1 << BENCH_PROBE
         assert mask < 1 << PROBE_ID_LIMIT  # probe ids are bits of the 64-bit mask
         cfg.probe_mask = mask
-        if name == "follow":
-            offsets = obj.section(".rodata.follow", "__u32 *")
-            offsets[0], offsets[1] = newtask_offsets()
+        if name in ("follow", "comm"):
+            offsets = obj.section(f".rodata.{name}", "__u32 *")
+            for i, off in enumerate(newtask_offsets() if name == "follow" else comm_offsets()):
+                offsets[i] = off
         if first:
             ring = self.ring_bytes if self.stream else 4096
             libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("events"), ring),
                              "bpf_map__set_max_entries", "events")
             libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("hist_spill"), self.spill_rows),
                              "bpf_map__set_max_entries", "hist_spill")
+            libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("comm_match"),
+                                                                COMM_TASKS if self.filters.comm else 1),
+                             "bpf_map__set_max_entries", "comm_match")
         else:
             for m in SHARED_MAPS:
                 libbpf.check_int(self._lib.bpf_map__reuse_fd(obj.map(m), self._fds[m]),
