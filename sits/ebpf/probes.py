@@ -21,13 +21,14 @@ import os
 import time
 
 from sits.ebpf import libbpf, maps
-from sits.ebpf.header import COMM_LEN, DROP_IDS, PROBE_ID_LIMIT
+from sits.ebpf.header import DROP_IDS, PROBE_ID_LIMIT
 from sits.ebpf.histogram import Histogram, RowKey
 from sits.ebpf.loader import BpfObject, program_path
 from sits.ebpf.points import (BENCH_PROBE, BENCH_PROGRAMS, DEFAULT_GROUPS, GROUPS, POINT_BY_NAME, POINTS,
                               ProbePoint, Program, point_reason, program_unavailable, programs_for)
 from sits.ebpf.system import cgroup_id, check_privileges, find_avcodec
-from sits.ebpf.tracefs import ensure_tracefs, event_fields
+from sits.ebpf.records import comm_offsets, fence_fields, newtask_offsets
+from sits.ebpf.tracefs import ensure_tracefs
 from sits.errors import KernelCallError, SitsError, UsageError
 
 SHARED_MAPS = ("hist", "hist_spill", "active", "rcu_inner", "rcu_sync", "zero_hist", "drops", "tracked", "events",
@@ -42,34 +43,34 @@ SPILL_ROWS = 64
 COMM_TASKS = 32768
 
 
-def record_offsets(category: str, event: str, sizes: dict[str, int | None], needed_for: str) -> list[int]:
-    """Byte offsets of `sizes`' fields in a tracepoint's record, from its
-    format file, for the programs that read records at offsets (no CO-RE);
-    a size of None takes the field as it is. The low 32 bits of a wider
-    field are where a __u32 read finds them."""
-    import sys
-    fields = event_fields(category, event)
-    out = []
-    for name, size in sizes.items():
-        if name not in fields or fields[name][1] != (size or fields[name][1]):
-            raise SitsError(f"{needed_for} needs the {category}:{event} tracepoint (is tracefs mounted?)")
-        off, actual = fields[name]
-        if size is None and sys.byteorder == "big":
-            off += actual - 4
-        out.append(off)
-    return out
+class _Thread:
+    """fn() on a thread; join() returns once it has ended (even when
+    interrupted: the caller's clean-up must not race it), then raises what
+    it raised."""
 
+    def __init__(self, fn):
+        import threading
 
-def newtask_offsets() -> list[int]:
-    """task_newtask's new task's pid and the low 32 bits of its clone_flags
-    (follow.bpf.c)."""
-    return record_offsets("task", "task_newtask", {"pid": 4, "clone_flags": None}, "following a command")
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to join()
+                self._exc = exc
+        self._exc = None
+        self._thread = threading.Thread(target=run, name="sits-uprobes", daemon=True)
+        self._thread.start()
 
-
-def comm_offsets() -> list[int]:
-    """task_newtask's pid and comm, task_rename's pid and newcomm (comm.bpf.c)."""
-    return (record_offsets("task", "task_newtask", {"pid": 4, "comm": COMM_LEN}, "--comm")
-            + record_offsets("task", "task_rename", {"pid": 4, "newcomm": COMM_LEN}, "--comm"))
+    def join(self) -> None:
+        interrupted = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+        if self._exc is not None:
+            raise self._exc
 
 
 class Filters:
@@ -173,16 +174,29 @@ class ProbeSession:
         objects = list(runnable)
         if "bench" in self.groups:
             objects.append("bench")
-        for objname in objects:
-            progs = runnable.get(objname, [])
-            obj = self._load_object(objname, progs)
-            if obj is None:
-                continue
-            self._attach(obj, progs)
-            if objname == "bench":
-                obj.attach(BENCH_PROGRAMS[self.bench_trigger])
+        # A process's first uprobe waits in the kernel for an RCU grace
+        # period (uprobe_register() takes dup_mmap_sem for writing: 5-30 ms,
+        # asleep): objects with uprobes load and attach on a thread while
+        # the others load.
+        slow = [o for o in objects if any(p.uprobe for p in runnable.get(o, ()))]
+        worker = _Thread(lambda: [self._load_and_attach(o, runnable[o]) for o in slow]) if slow else None
+        try:
+            for objname in objects:
+                if objname not in slow:
+                    self._load_and_attach(objname, runnable.get(objname, []))
+        finally:
+            if worker is not None:
+                worker.join()
         self.started_at = time.monotonic()
         self._last_collect = self.started_at
+
+    def _load_and_attach(self, objname: str, progs: list[Program]) -> None:
+        obj = self._load_object(objname, progs)
+        if obj is None:
+            return
+        self._attach(obj, progs)
+        if objname == "bench":
+            obj.attach(BENCH_PROGRAMS[self.bench_trigger])
 
     def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
                      must: bool = False) -> BpfObject | None:
@@ -190,6 +204,15 @@ class ProbeSession:
         object's: follow's and comm's all, bench's the chosen trigger's). A
         refused load skips those programs with the reason, unless `must`."""
         obj = self._open(objname, first=first)
+        try:
+            self._record_offsets(obj, objname, progs)
+        except SitsError as exc:
+            self.objects.pop(objname).close()
+            if must:
+                raise
+            for p in progs:
+                self.skipped[p.name] = str(exc)
+            return None
         names = {p.name for p in progs}
         if objname == "bench":
             names.add(BENCH_PROGRAMS[self.bench_trigger])  # (only it: the other may need BTF)
@@ -248,10 +271,6 @@ class ProbeSession:
             mask |= 1 << BENCH_PROBE
         assert mask < 1 << PROBE_ID_LIMIT  # probe ids are bits of the 64-bit mask
         cfg.probe_mask = mask
-        if name in ("follow", "comm"):
-            offsets = obj.section(f".rodata.{name}", "__u32 *")
-            for i, off in enumerate(newtask_offsets() if name == "follow" else comm_offsets()):
-                offsets[i] = off
         if first:
             ring = self.ring_bytes if self.stream else 4096
             libbpf.check_int(self._lib.bpf_map__set_max_entries(obj.map("events"), ring),
@@ -266,6 +285,18 @@ class ProbeSession:
                 libbpf.check_int(self._lib.bpf_map__reuse_fd(obj.map(m), self._fds[m]),
                                  "bpf_map__reuse_fd", m)
         return obj
+
+    @staticmethod
+    def _record_offsets(obj: BpfObject, name: str, progs: list[Program]) -> None:
+        """Where the objects that read classic tracepoint records at offsets
+        (no CO-RE, no BTF parse) find their fields: from the format files."""
+        fields = {"follow": newtask_offsets, "comm": comm_offsets,
+                  "fence": lambda: fence_fields(p.tracepoint[1] for p in progs)}.get(name)
+        if fields is None:
+            return
+        section = obj.section(f".rodata.{name}", "__u32 *")
+        for i, value in enumerate(fields()):
+            section[i] = value
 
     def close(self) -> None:
         """Destroy every link and object (idempotent)."""

@@ -33,22 +33,31 @@ def check_privileges() -> None:
 
 
 def find_avcodec() -> str | None:
-    """The newest libavcodec.so.N on the usual library paths, or None."""
-    import glob
-    import sysconfig
+    """The newest libavcodec.so.N on the usual library paths, or None.
+    (A scan of each directory, not glob: a multiarch lib directory holds
+    thousands of names, and glob's pattern matching of each cost ~10 ms of
+    every start-up.)"""
+    import sys
     dirs = []
-    multiarch = sysconfig.get_config_var("MULTIARCH")
+    multiarch = getattr(sys.implementation, "_multiarch", None)  # sysconfig's MULTIARCH, without its import
     for base in ("/usr/lib", "/usr/local/lib", "/lib"):
         if multiarch:
             dirs.append(os.path.join(base, multiarch))
         dirs.append(base)
     dirs += ["/usr/lib64", "/lib64"]
-    found = []
+    found, seen = [], set()
     for d in dirs:
-        for path in glob.glob(os.path.join(d, "libavcodec.so.*")):
-            suffix = path.rsplit(".so.", 1)[1]
-            if suffix.isdigit():
-                found.append((int(suffix), path))
+        try:
+            st = os.stat(d)
+            if (st.st_dev, st.st_ino) in seen:  # /lib is /usr/lib on merged-/usr systems
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("libavcodec.so.") and name[14:].isdigit():
+                found.append((int(name[14:]), os.path.join(d, name)))
     if not found:
         return None
     return os.path.realpath(max(found)[1])
