@@ -23,10 +23,21 @@ BUSY = 1 << 31
 DISCARD = 1 << 30
 HDR = 8
 
-EVENT_DTYPE = np.dtype([("ts_ns", "<u8"), ("delta_ns", "<u8"), ("key", "<u8"), ("pid", "<u4"),
-                        ("tid", "<u4"), ("probe", "<u4"), ("pad", "<u4")])
+
+def _dtype_of(ctype: str) -> np.dtype:
+    """The numpy dtype of a struct of unsigned integers, as csrc/libbpf.cdef
+    declares it (tests/unit/test_ebpf_layout.py holds that to the BPF
+    side's BTF)."""
+    from sits.ebpf._libbpf_ffi import ffi
+    t = ffi.typeof(ctype)
+    fields = [(name, f"=u{ffi.sizeof(f.type)}", f.offset) for name, f in t.fields]
+    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
+                     "offsets": [f[2] for f in fields], "itemsize": ffi.sizeof(t)})
+
+
+EVENT_DTYPE = _dtype_of("struct sits_event")
 RECORD = (HDR + EVENT_DTYPE.itemsize + 7) & ~7
-RECORD_DTYPE = np.dtype([("len", "<u4"), ("pg_off", "<u4"), ("ev", EVENT_DTYPE)])
+RECORD_DTYPE = np.dtype([("len", "=u4"), ("pg_off", "=u4"), ("ev", EVENT_DTYPE)])
 assert RECORD_DTYPE.itemsize == RECORD
 
 
