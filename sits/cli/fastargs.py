@@ -5,9 +5,57 @@ VM. Only well-formed command lines are parsed here; anything unusual (help,
 an unknown option, a missing or malformed value) returns None and typer
 handles the command line exactly as before, with its usage messages. Each
 caller's table is checked against its typer declaration by a unit test.
+
+A caller can also declare its options once, as `Option`s that both read:
+`table()` gives parse() its table, `typer_command()` gives typer the
+function to declare the command from (`sits probe` does).
 """
+import collections
+
 FLAG, STR, INT, FLOAT, INTS, STRS = "flag", "str", "int", "float", "ints", "strs"
 CONVERT = {STR: str, INT: int, FLOAT: float, INTS: int, STRS: str}
+
+#: one command-line option: its flags ("--output", "-o"), the keyword it
+#: fills, its kind (FLAG ... STRS), its default and its --help line
+Option = collections.namedtuple("Option", "flags dest kind default help")
+
+
+def table(options) -> dict:
+    """parse()'s table for `options`: each flag -> (keyword, kind)."""
+    return {flag: (o.dest, o.kind) for o in options for flag in o.flags}
+
+
+def defaults(options) -> dict:
+    """{keyword: default} of `options`."""
+    return {o.dest: o.default for o in options}
+
+
+def typer_command(run, options, *, name: str, doc: str, rest: str | None = None):
+    """A function for typer to declare a command from: one typer.Option
+    per entry of `options`, each with its kind's type; it calls
+    run(**keywords), and with `rest` passes the arguments after `--` as
+    keyword `rest` (the command must allow extra arguments)."""
+    import inspect
+    from typing import List, Optional
+
+    import typer
+    types = {FLAG: bool, STR: str, INT: int, FLOAT: float, INTS: List[int], STRS: List[str]}
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)] \
+        if rest else []
+    for o in options:
+        t = types[o.kind]
+        params.append(inspect.Parameter(o.dest, inspect.Parameter.KEYWORD_ONLY, annotation=t if o.default is not None
+                                        else Optional[t], default=typer.Option(o.default, *o.flags, help=o.help)))
+
+    def command(**kw):
+        if rest:
+            kw[rest] = list(kw.pop("ctx").args)
+        run(**kw)
+    command.__name__ = command.__qualname__ = name
+    command.__doc__ = doc
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
 
 
 def parse(table: dict, argv: list[str], *, command: bool = False) -> dict | None:

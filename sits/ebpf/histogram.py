@@ -10,9 +10,16 @@ pay numpy's import time and memory.
 """
 from __future__ import annotations
 
-SUB_BITS = 4
+import collections
+
+from sits.ebpf import header
+
+SUB_BITS = header.SUB_BITS
 SUB = 1 << SUB_BITS
-SLOTS = 608
+SLOTS = header.HIST_SLOTS
+
+#: a row of the histogram maps: struct sits_hist_key without its epoch
+RowKey = collections.namedtuple("RowKey", "pid tid probe key")
 
 
 def slot_of(v: int) -> int:

@@ -13,11 +13,12 @@ The audit JSON layout is stable (schema "sits.probe.audit/1", docs/probe.md):
 """
 from __future__ import annotations
 
+import errno
 import os
 
-from sits.ebpf.histogram import Histogram
+from sits.ebpf.histogram import Histogram, RowKey
 from sits.ebpf.ioctl_names import ioctl_name
-from sits.ebpf.probes import POINT_BY_ID, POINT_BY_NAME, POINTS, RowKey
+from sits.ebpf.points import POINT_BY_ID, POINT_BY_NAME, POINTS
 
 SCHEMA = "sits.probe.audit/1"
 
@@ -53,9 +54,16 @@ def parse_thresholds(items) -> dict[str, float]:
     return out
 
 
+def key_kind(probe: int) -> str:
+    """What a row's key is for probe id `probe` (ProbePoint.key), "" if unknown."""
+    point = POINT_BY_ID.get(probe)
+    return point.key if point else ""
+
+
 def key_label(probe: int, key: int, pid: int, fence_names: dict[int, str] | None = None,
               fd_paths: dict | None = None) -> str:
-    if probe in (1, 2):
+    kind = key_kind(probe)
+    if kind == "fd":
         path = None
         if fd_paths is not None:
             path = fd_paths.get((pid, key))
@@ -66,22 +74,22 @@ def key_label(probe: int, key: int, pid: int, fence_names: dict[int, str] | None
                     path = None
                 fd_paths[(pid, key)] = path
         return f"fd {key} {path}" if path else f"fd {key}"
-    if probe == 3:
+    if kind == "cmd":
         return ioctl_name(key)
-    if probe == 5:
+    if kind == "epfd":
         return f"epfd {key}"
-    if probe in (10, 11):
+    if kind == "context":
         name = (fence_names or {}).get(key)
         return name or f"context {key}"
-    if probe in (20, 21):
+    if kind == "buf_type":
         return V4L2_BUF_TYPES.get(key, f"type {key}")
-    if probe in (30, 31, 32):
+    if kind == "crtc":
         return f"crtc {key}"
-    if 40 <= probe <= 43:
+    if kind == "ret":
         ret = key - (1 << 64) if key >= 1 << 63 else key
         if ret >= 0:
             return "ok" if ret == 0 else f"ret {ret}"
-        if ret == -11:
+        if ret == -errno.EAGAIN:
             return "EAGAIN"
         if ret == AVERROR_EOF:
             return "EOF"
@@ -97,7 +105,7 @@ def threshold_for(probe: int, key: int, thresholds: dict[str, float]) -> tuple[s
     if point.name in thresholds:
         return point.name, thresholds[point.name]
     kind = point.kind
-    if probe == 3 and ioctl_name(key) in BUFFER_WAIT_IOCTLS:
+    if point.key == "cmd" and ioctl_name(key) in BUFFER_WAIT_IOCTLS:
         kind = "buffer_wait"
     if kind and kind in thresholds:
         return kind, thresholds[kind]
@@ -129,7 +137,7 @@ class Aggregate:
             else:
                 t.merge(h)
         for k in rows:  # name fds while their process is alive
-            if k.probe in (1, 2) and (k.pid, k.key) not in self.fd_paths:
+            if key_kind(k.probe) == "fd" and (k.pid, k.key) not in self.fd_paths:
                 key_label(k.probe, k.key, k.pid, fd_paths=self.fd_paths)
         new = {k.pid for k in rows if k.pid not in self.comm}
         if new and self.session is not None:
@@ -137,7 +145,7 @@ class Aggregate:
         for pid in new:
             if pid not in self.comm:
                 self.comm[pid] = _proc_comm(pid)
-        if self.session is not None and any(k.probe in (10, 11) for k in rows):
+        if self.session is not None and any(key_kind(k.probe) == "context" for k in rows):
             self.fence_names.update(self.session.fence_names())
         self.alive = {pid for pid in {k.pid for k in self.total} if os.path.exists(f"/proc/{pid}")}
 
@@ -228,7 +236,7 @@ def audit_report(agg: Aggregate, session, *, duration_s: float, command=None, ex
                  top_n: int = 5, stream: dict | None = None) -> dict:
     """The audit report; `stream` ({"path", "events"}) when samples were
     also streamed, completed here with the ones lost (ring buffer full)."""
-    from sits.ebpf.probes import kernel_info
+    from sits.ebpf.system import kernel_info
     rows = agg.rows()
     drops = session.drops()
     report = {

@@ -17,17 +17,27 @@ import mmap
 
 import numpy as np
 
-from sits.ebpf.histogram import SLOTS, SUB, SUB_BITS, Histogram
-from sits.ebpf.probes import RowKey
+from sits.ebpf.histogram import SLOTS, SUB, SUB_BITS, Histogram, RowKey
 
 BUSY = 1 << 31
 DISCARD = 1 << 30
 HDR = 8
 
-EVENT_DTYPE = np.dtype([("ts_ns", "<u8"), ("delta_ns", "<u8"), ("key", "<u8"), ("pid", "<u4"),
-                        ("tid", "<u4"), ("probe", "<u4"), ("pad", "<u4")])
+
+def _dtype_of(ctype: str) -> np.dtype:
+    """The numpy dtype of a struct of unsigned integers, as csrc/libbpf.cdef
+    declares it (tests/unit/test_ebpf_layout.py holds that to the BPF
+    side's BTF)."""
+    from sits.ebpf._libbpf_ffi import ffi
+    t = ffi.typeof(ctype)
+    fields = [(name, f"=u{ffi.sizeof(f.type)}", f.offset) for name, f in t.fields]
+    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
+                     "offsets": [f[2] for f in fields], "itemsize": ffi.sizeof(t)})
+
+
+EVENT_DTYPE = _dtype_of("struct sits_event")
 RECORD = (HDR + EVENT_DTYPE.itemsize + 7) & ~7
-RECORD_DTYPE = np.dtype([("len", "<u4"), ("pg_off", "<u4"), ("ev", EVENT_DTYPE)])
+RECORD_DTYPE = np.dtype([("len", "=u4"), ("pg_off", "=u4"), ("ev", EVENT_DTYPE)])
 assert RECORD_DTYPE.itemsize == RECORD
 
 
@@ -137,8 +147,8 @@ class EventWriter:
         self.events = 0
 
     def write(self, events: np.ndarray) -> None:
-        from sits.ebpf.probes import POINT_BY_ID
-        from sits.ebpf.report import key_label
+        from sits.ebpf.points import POINT_BY_ID
+        from sits.ebpf.report import key_kind, key_label
         labels = self._labels
         rows = []
         for ts, delta, key, pid, tid, probe in zip(
@@ -147,7 +157,7 @@ class EventWriter:
             label = labels.get((probe, key, pid))
             if label is None:
                 point = POINT_BY_ID.get(probe)
-                fences = self._fence_names() if self._fence_names and probe in (10, 11) else None
+                fences = self._fence_names() if self._fence_names and key_kind(probe) == "context" else None
                 label = labels[(probe, key, pid)] = (
                     point.name if point else str(probe),
                     key_label(probe, key, pid, fence_names=fences, fd_paths=self._fd_paths))

@@ -8,10 +8,12 @@ import sys
 
 import pytest
 
-from sits.ebpf.probes import POINT_BY_NAME, Filters, ProbeSession
+from sits.ebpf.points import POINT_BY_NAME
+from sits.ebpf.probes import Filters, ProbeSession
 
 pytestmark = pytest.mark.bpf
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+READ = POINT_BY_NAME["sys_read"].id
 
 
 def run_helper(session, *args):
@@ -78,7 +80,7 @@ def test_swapped_intervals_lose_nothing():
             done = os.waitpid(pid, os.WNOHANG)[0] != 0
             rows, _ = s.collect()
             swaps += 1
-            total += sum(h.count for k, h in rows.items() if k.pid == pid and k.probe == 1 and k.key == 100)
+            total += sum(h.count for k, h in rows.items() if k.pid == pid and k.probe == READ and k.key == 100)
         assert total == n
         assert swaps > 2
 
@@ -96,12 +98,12 @@ def test_comm_filter():
         rows, _ = s.collect()
         comms = s.comms({k.pid for k in rows})
     assert set(comms.values()) == {"dd"}
-    assert sum(h.count for k, h in rows.items() if k.probe == 1 and k.key == 0) == 321
+    assert sum(h.count for k, h in rows.items() if k.probe == READ and k.key == 0) == 321
 
 
 @pytest.mark.skipif(not shutil.which("ffmpeg"), reason="ffmpeg not installed")
 def test_avcodec_uprobes_count_frames_of_a_real_decode(tmp_path):
-    from sits.ebpf.probes import find_avcodec
+    from sits.ebpf.system import find_avcodec
     if find_avcodec() is None:
         pytest.skip("libavcodec not found")
     clip = tmp_path / "clip.mp4"
@@ -115,9 +117,9 @@ def test_avcodec_uprobes_count_frames_of_a_real_decode(tmp_path):
                        "-f", "null", "-"])
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         rows, _ = s.collect()
-    frames = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == 41}
-    packets = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == 40}
-    encoded = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == 43}
+    frames = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == POINT_BY_NAME["avcodec_receive_frame"].id}
+    packets = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == POINT_BY_NAME["avcodec_send_packet"].id}
+    encoded = {k.key: h.count for k, h in rows.items() if k.pid == pid and k.probe == POINT_BY_NAME["avcodec_receive_packet"].id}
     assert frames.get(0) == 30, frames
     # one packet per frame, plus the NULL (flush) packets ffmpeg sends at EOF
     assert packets.get(0, 0) >= 30, packets

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from sits.ebpf.probes import BENCH_PROBE, Filters, ProbeSession
+from sits.ebpf.points import BENCH_PROBE
+from sits.ebpf.probes import Filters, ProbeSession
 
 pytestmark = pytest.mark.bpf
 

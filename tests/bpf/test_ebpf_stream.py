@@ -6,6 +6,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+from sits.ebpf.points import POINT_BY_NAME  # noqa: E402
 from sits.ebpf.probes import Filters, ProbeSession  # noqa: E402
 from sits.ebpf.ringbuf import aggregate, ring_consumer  # noqa: E402
 
@@ -34,7 +35,7 @@ def test_streamed_events_rebuild_the_kernel_histograms_exactly():
     for k, h in mine.items():
         g = streamed[k]
         assert (g.count, g.sum_ns, g.max_ns, g.slots) == (h.count, h.sum_ns, h.max_ns, h.slots), k
-    assert sum(h.count for k, h in mine.items() if k.probe == 1 and k.key == 100) == 30000
+    assert sum(h.count for k, h in mine.items() if k.probe == POINT_BY_NAME["sys_read"].id and k.key == 100) == 30000
 
 
 def test_ring_overflow_is_counted_not_silent():

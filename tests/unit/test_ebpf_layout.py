@@ -40,7 +40,7 @@ def test_cdef_layout_matches_compiled_btf(obj):
 
 def test_value_size_constant_matches_cdef():
     from sits.ebpf._libbpf_ffi import ffi
-    from sits.ebpf.probes import HIST_VALUE_SIZE
+    from sits.ebpf.maps import HIST_VALUE_SIZE
     assert ffi.sizeof("struct sits_hist") == HIST_VALUE_SIZE
     assert HIST_VALUE_SIZE % 8 == 0  # per-CPU values are laid out 8-aligned
 

@@ -2,7 +2,8 @@ import pytest
 
 from sits.ebpf.export import classic_buckets, native, parse_listen
 from sits.ebpf.histogram import Histogram
-from sits.ebpf.probes import POINT_BY_NAME, RowKey
+from sits.ebpf.histogram import RowKey
+from sits.ebpf.points import POINT_BY_NAME
 from sits.ebpf.report import Aggregate, hot_spots, key_label, parse_thresholds
 from sits.errors import UsageError
 

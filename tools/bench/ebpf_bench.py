@@ -5,9 +5,11 @@
 
 1. Added CPU per event: a per-call latency histogram of N one-byte read()s
    of /dev/zero (tools/bench/probe_readloop.c), for no probe, sits
-   (`syscalls` group, pid filter) and bpftrace doing the same hist(); the
+   (`syscalls` group) and bpftrace doing the same hist(), each filtered by
+   pid and by comm (`--comm probe_readloop`, bpftrace's `comm ==`); the
    loop's own CPU time (user+sys, where BPF programs are charged), rounds
-   interleaved, medians. Target: sits <= 0.5x bpftrace's added ns/read.
+   interleaved, medians. Target: sits <= 0.5x bpftrace's added ns/read,
+   for either filter.
 2. Streaming: bench.bpf.c emits bursts of events through the same record()
    path (ringbuf, BPF_RB_NO_WAKEUP); sits drains the mmap'ed ring with numpy
    every 2 ms. Highest event rate with zero reserve failures. Target >= 2.5 M/s.
@@ -20,7 +22,9 @@
    starting a `syscalls` ProbeSession and printing after start(). sits is
    byte-compiled first, as an installed package is; it runs from this
    checkout's virtualenv as it is (an editable install adds its import
-   finder, ~8 ms, that an installed wheel does not have). Target <= 50 ms.
+   finder, ~8 ms, that an installed wheel does not have). The same two rows
+   again with every probe group (the default `--probes`: what is missing
+   on this kernel is skipped, as for users). Target <= 50 ms.
 4. RSS of those processes with the probes attached, and the peak (VmHWM).
    Target <= 25 MB, peak included.
 
@@ -57,19 +61,26 @@ def readloop(exe, n, attach=None):
     return float(out)
 
 
-def sits_attach(pid):
-    from sits.ebpf.probes import Filters, ProbeSession
-    s = ProbeSession(("syscalls",), filters=Filters(pids=(pid,))).start()
+READLOOP_COMM = "probe_readloop"  # the loop's executable name
 
-    def stop():
-        rows, _ = s.collect()
-        s.close()
-        return rows
-    return stop
+
+def sits_attach(filters):
+    """attach(pid) for readloop(): a `syscalls` session, by pid or by comm."""
+    def attach(pid):
+        from sits.ebpf.probes import Filters, ProbeSession
+        f = Filters(pids=(pid,)) if filters == "pid" else Filters(comm=READLOOP_COMM)
+        s = ProbeSession(("syscalls",), filters=f).start()
+
+        def stop():
+            rows, _ = s.collect()
+            s.close()
+            return rows
+        return stop
+    return attach
 
 
 BPFTRACE_HIST = """
-tracepoint:syscalls:sys_enter_read /pid == %d/ { @start[tid] = nsecs; }
+tracepoint:syscalls:sys_enter_read /%s/ { @start[tid] = nsecs; }
 tracepoint:syscalls:sys_exit_read /@start[tid]/ { @h = hist(nsecs - @start[tid]); delete(@start[tid]); }
 BEGIN { printf("ready\\n"); }
 """
@@ -95,20 +106,28 @@ def _stop_bpftrace(proc):
         proc.communicate()
 
 
-def bpftrace_attach(pid):
-    proc = subprocess.Popen(["bpftrace", "-B", "none", "-e", BPFTRACE_HIST % pid], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    _wait_ready(proc)
+def bpftrace_attach(filters):
+    def attach(pid):
+        pred = f"pid == {pid}" if filters == "pid" else f'comm == "{READLOOP_COMM}"'
+        proc = subprocess.Popen(["bpftrace", "-B", "none", "-e", BPFTRACE_HIST % pred], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _wait_ready(proc)
+        return lambda: _stop_bpftrace(proc)
+    return attach
 
-    return lambda: _stop_bpftrace(proc)
+
+FILTERS = ("pid", "comm")
+#: the overhead runs: "none", then sits and bpftrace by each filter
+RUNS = ("none",) + tuple(f"{tool}_{f}" for f in FILTERS for tool in ("sits", "bpftrace"))
 
 
 def overhead(exe, n, rounds):
-    res = {"none": [], "sits": [], "bpftrace": []}
+    attach = {"none": None, **{f"sits_{f}": sits_attach(f) for f in FILTERS},
+              **{f"bpftrace_{f}": bpftrace_attach(f) for f in FILTERS}}
+    res = {k: [] for k in RUNS}
     for _ in range(rounds):
-        res["none"].append(readloop(exe, n))
-        res["sits"].append(readloop(exe, n, sits_attach))
-        res["bpftrace"].append(readloop(exe, n, bpftrace_attach))
+        for k in RUNS:
+            res[k].append(readloop(exe, n, attach[k]))
     med = {k: statistics.median(v) for k, v in res.items()}
     return res, med
 
@@ -152,9 +171,9 @@ def streaming(exe):
 SITS_STARTUP = """
 import sys, time
 t_main = time.monotonic()
-from sits.ebpf.probes import ProbeSession
+from sits.ebpf.probes import DEFAULT_GROUPS, ProbeSession
 t_import = time.monotonic()
-s = ProbeSession(("syscalls",)).start()
+s = ProbeSession(DEFAULT_GROUPS if sys.argv[1] == "all" else sys.argv[1].split(",")).start()
 t = time.monotonic()
 print("ready", flush=True)
 with open("/proc/self/status") as f:
@@ -164,6 +183,10 @@ sys.stdin.read()
 s.close()
 """
 
+#: what the startup rows attach: the syscalls group, and every group
+#: (the CLI's default --probes, here given by leaving --probes out)
+STARTUP_GROUPS = ("syscalls", "all")
+
 
 def _memory(pid):
     """(VmRSS, VmHWM) of `pid` in MB."""
@@ -172,10 +195,10 @@ def _memory(pid):
     return mem["VmRSS"], mem["VmHWM"]
 
 
-def startup_sits():
+def startup_sits(groups):
     """(exec -> "ready" read here ms, import+start ms, start() ms, RSS MB, peak RSS MB)"""
     t0 = time.monotonic()
-    proc = subprocess.Popen([PY, "-c", SITS_STARTUP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([PY, "-c", SITS_STARTUP, groups], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     ms = (time.monotonic() - t0) * 1e3
@@ -188,12 +211,13 @@ def startup_sits():
     return ms, (t - t_main) * 1e3, (t - t_import) * 1e3, int(rss) / 1024, int(hwm) / 1024
 
 
-def startup_sits_cli():
+def startup_sits_cli(groups):
     """(exec -> the followed command's "ready" read here ms, RSS MB, peak RSS MB) of
     `sits probe audit`: the command is started once the probes are attached."""
+    probes = [] if groups == "all" else ["--probes", groups]
     t0 = time.monotonic()
-    proc = subprocess.Popen([os.path.join(os.path.dirname(PY), "sits"), "probe", "audit", "--json",
-                             "--probes", "syscalls", "--", "sh", "-c", "echo ready; read x"],
+    proc = subprocess.Popen([os.path.join(os.path.dirname(PY), "sits"), "probe", "audit", "--json", *probes,
+                             "--", "sh", "-c", "echo ready; read x"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=ROOT)
     line = proc.stdout.readline()
@@ -209,7 +233,7 @@ def startup_sits_cli():
 def startup_bpftrace():
     """(exec -> "ready" read here ms, RSS MB, peak RSS MB)"""
     t0 = time.monotonic()
-    proc = subprocess.Popen(["bpftrace", "-B", "none", "-e", BPFTRACE_HIST % 1], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["bpftrace", "-B", "none", "-e", BPFTRACE_HIST % "pid == 1"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_ready(proc)
     ms = (time.monotonic() - t0) * 1e3
@@ -223,6 +247,25 @@ def byte_compile():
     (PYTHONDONTWRITEBYTECODE=1 environments)."""
     subprocess.run([PY, "-m", "compileall", "-q", os.path.join(ROOT, "sits")], check=True,
                    env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+
+
+def startup(rounds=5):
+    """Medians (and runs) of every startup row, interleaved; RSS of each."""
+    byte_compile()
+    runs = {f"{kind}_{g}": [] for g in STARTUP_GROUPS for kind in ("cli", "library")}
+    runs["bpftrace"] = []
+    for _ in range(rounds):
+        for g in STARTUP_GROUPS:
+            runs[f"cli_{g}"].append(startup_sits_cli(g))
+            runs[f"library_{g}"].append(startup_sits(g))
+        runs["bpftrace"].append(startup_bpftrace())
+    med = lambda rows, i: round(statistics.median(r[i] for r in rows), 1)  # noqa: E731
+    ms = {k: {"median": med(v, 0), "runs": [round(r[0], 1) for r in v]} for k, v in runs.items()}
+    for g in STARTUP_GROUPS:
+        lib = runs[f"library_{g}"]
+        ms[f"library_{g}"].update(import_and_start=med(lib, 1), start_call=med(lib, 2))
+    rss = {k: {"rss": med(v, -2), "peak": med(v, -1)} for k, v in runs.items()}
+    return ms, rss
 
 
 PARTS = ("overhead", "streaming", "startup")
@@ -246,42 +289,31 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         if "overhead" in parts:
             raw, med = overhead(build("probe_readloop", tmp), args.reads, args.rounds)
-            sits_add = med["sits"] - med["none"]
-            bt_add = med["bpftrace"] - med["none"]
             out["per_read_cpu_ns"] = {k: [round(x, 1) for x in v] for k, v in raw.items()}
             out["median_per_read_cpu_ns"] = {k: round(v, 1) for k, v in med.items()}
-            out["added_ns_per_read"] = {"sits": round(sits_add, 1), "bpftrace": round(bt_add, 1),
-                                        "ratio": round(sits_add / bt_add, 3) if bt_add > 0 else None}
+            out["added_ns_per_read"] = {}
+            for f in FILTERS:
+                sits_add, bt_add = med[f"sits_{f}"] - med["none"], med[f"bpftrace_{f}"] - med["none"]
+                out["added_ns_per_read"][f] = {"sits": round(sits_add, 1), "bpftrace": round(bt_add, 1),
+                                               "ratio": round(sits_add / bt_add, 3) if bt_add > 0 else None}
         if "streaming" in parts:
             out["streaming"], out["max_lossless_mps"] = streaming(build("probe_getppid_loop", tmp))
     if "startup" in parts:
-        byte_compile()
-        starts, cli, bstarts = [], [], []
-        for _ in range(5):  # interleaved
-            cli.append(startup_sits_cli())
-            starts.append(startup_sits())
-            bstarts.append(startup_bpftrace())
-        med_of = lambda rows, i: round(statistics.median(r[i] for r in rows), 1)  # noqa: E731
-        out["startup_ms"] = {"sits": med_of(starts, 0), "sits_import_and_start": med_of(starts, 1),
-                             "sits_start_call": med_of(starts, 2), "bpftrace": med_of(bstarts, 0),
-                             "sits_cli": med_of(cli, 0), "sits_runs": [round(s[0], 1) for s in starts],
-                             "sits_cli_runs": [round(s[0], 1) for s in cli],
-                             "bpftrace_runs": [round(s[0], 1) for s in bstarts]}
-        out["rss_mb"] = {"sits": med_of(starts, 3), "sits_peak": med_of(starts, 4),
-                         "bpftrace": med_of(bstarts, 1), "bpftrace_peak": med_of(bstarts, 2),
-                         "sits_cli": med_of(cli, 1), "sits_cli_peak": med_of(cli, 2)}
+        out["startup_ms"], out["rss_mb"] = startup()
     if args.json:
         print(json.dumps(out, indent=2))
         return
     if "added_ns_per_read" in out:
-        a, med = out["added_ns_per_read"], out["median_per_read_cpu_ns"]
+        med, raw = out["median_per_read_cpu_ns"], out["per_read_cpu_ns"]
         print(f"workload: {args.reads} x read(/dev/zero, 1 byte), {args.rounds} interleaved rounds, medians")
-        print(f"  plain read           {med['none']:8.1f} ns CPU/read  (runs {out['per_read_cpu_ns']['none']})")
-        print(f"  sits histogram       {med['sits']:8.1f} ns  -> +{a['sits']:.1f} ns/event  "
-              f"(runs {out['per_read_cpu_ns']['sits']})")
-        print(f"  bpftrace hist()      {med['bpftrace']:8.1f} ns  -> +{a['bpftrace']:.1f} ns/event  "
-              f"(runs {out['per_read_cpu_ns']['bpftrace']})")
-        print(f"  ratio sits/bpftrace  {a['ratio']}   (target <= 0.5)")
+        print(f"  plain read              {med['none']:8.1f} ns CPU/read  (runs {raw['none']})")
+        for f in FILTERS:
+            a = out["added_ns_per_read"][f]
+            print(f"  sits histogram, {f:4s}    {med[f'sits_{f}']:8.1f} ns  -> +{a['sits']:.1f} ns/event  "
+                  f"(runs {raw[f'sits_{f}']})")
+            print(f"  bpftrace hist(), {f:4s}   {med[f'bpftrace_{f}']:8.1f} ns  -> +{a['bpftrace']:.1f} ns/event  "
+                  f"(runs {raw[f'bpftrace_{f}']})")
+            print(f"  ratio sits/bpftrace, {f:4s} {a['ratio']}   (target <= 0.5)")
     if "streaming" in out:
         print("streaming (ringbuf, BPF_RB_NO_WAKEUP, mmap+numpy drain every 2 ms):")
         for r in out["streaming"]:
@@ -292,16 +324,17 @@ def main():
         s, b = out["startup_ms"], out["rss_mb"]
         print("startup, exec -> \"ready\" read here (probes attached), medians of 5 interleaved runs "
               "(target <= 50 ms):")
-        print(f"  CLI      `sits probe audit --probes syscalls -- CMD` {s['sits_cli']:6.1f} ms  "
-              f"(runs {s['sits_cli_runs']})")
-        print(f"  bpftrace `bpftrace -e '...hist()...'`               {s['bpftrace']:6.1f} ms  "
-              f"(runs {s['bpftrace_runs']})")
-        print(f"  library  python -c 'ProbeSession((\"syscalls\",)).start()' {s['sits']:6.1f} ms  "
-              f"(runs {s['sits_runs']}; import+start {s['sits_import_and_start']} ms, "
-              f"start() {s['sits_start_call']} ms)")
+        for g in STARTUP_GROUPS:
+            probes = "" if g == "all" else f" --probes {g}"
+            cli, lib = s[f"cli_{g}"], s[f"library_{g}"]
+            groups = "DEFAULT_GROUPS" if g == "all" else f'(\"{g}\",)'
+            print(f"  CLI      `sits probe audit{probes} -- CMD` {cli['median']:6.1f} ms  (runs {cli['runs']})")
+            print(f"  library  ProbeSession({groups}).start() {lib['median']:6.1f} ms  (runs {lib['runs']}; "
+                  f"import+start {lib['import_and_start']} ms, start() {lib['start_call']} ms)")
+        print(f"  bpftrace `bpftrace -e '...hist()...'` {s['bpftrace']['median']:6.1f} ms  "
+              f"(runs {s['bpftrace']['runs']})")
         print("RSS with probes attached (peak VmHWM), target <= 25 MB:")
-        print(f"  CLI {b['sits_cli']} MB (peak {b['sits_cli_peak']}), bpftrace {b['bpftrace']} MB "
-              f"(peak {b['bpftrace_peak']}), library {b['sits']} MB (peak {b['sits_peak']})")
+        print("  " + ", ".join(f"{k} {v['rss']} MB (peak {v['peak']})" for k, v in b.items()))
 
 
 if __name__ == "__main__":

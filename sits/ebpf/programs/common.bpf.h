@@ -98,6 +98,17 @@ struct {
 
 SITS_HASH(BPF_MAP_TYPE_HASH, 4096, __u32, __u8) tracked SEC(".maps");
 
+/* --comm: by tid, whether the task's name is cfg.filter_comm (1) or not
+ * (0), decided once: when the task is created (from its name in the
+ * task_newtask record), again when it is renamed (exec, prctl PR_SET_NAME,
+ * a write to /proc/<tid>/comm, by itself or by another thread: the
+ * task_rename record names it), and, for a task older than the session,
+ * at its first event (comm_wanted()). comm.bpf.c keeps the first two and
+ * deletes a row when its task exits. Preallocated and sized by user space
+ * (one row without --comm): an update of a row never fails, and with the
+ * map full a new task decides from its name at every event instead. */
+SITS_HASH(BPF_MAP_TYPE_HASH, 1, __u32, __u8) comm_match SEC(".maps");
+
 /* Process names, written when a pid's first row appears, so that a
  * process that has exited by the time user space looks is still named. */
 SITS_HASH(BPF_MAP_TYPE_HASH, 4096, __u32, char[SITS_COMM_LEN]) comms SEC(".maps");
@@ -122,6 +133,34 @@ static __always_inline bool probe_enabled(__u32 probe)
 	return cfg.probe_mask & (1ULL << (probe & 63));
 }
 
+/* 1 when `comm` (a task's name, NUL-padded) is cfg.filter_comm, else 0 */
+static __always_inline __u8 comm_is_filtered(const char *comm)
+{
+	for (int i = 0; i < SITS_COMM_LEN; i++) {
+		if (comm[i] != cfg.filter_comm[i])
+			return 0;
+		if (!comm[i])
+			break;
+	}
+	return 1;
+}
+
+static __always_inline bool comm_wanted(__u32 tid)
+{
+	__u8 *match = bpf_map_lookup_elem(&comm_match, &tid);
+	char comm[SITS_COMM_LEN];
+	__u8 m;
+
+	if (match)
+		return *match;
+	bpf_get_current_comm(comm, sizeof(comm));
+	m = comm_is_filtered(comm);
+	/* BPF_NOEXIST: a row comm.bpf.c wrote meanwhile comes from a rename
+	 * that may not be in task->comm yet (task_rename fires before the copy) */
+	bpf_map_update_elem(&comm_match, &tid, &m, BPF_NOEXIST);
+	return m;
+}
+
 static __always_inline bool wanted(__u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
@@ -135,17 +174,8 @@ static __always_inline bool wanted(__u64 pid_tgid)
 		return false;
 	if (cfg.filter_cgroup && bpf_get_current_cgroup_id() != cfg.filter_cgroup)
 		return false;
-	if (cfg.filter_comm[0]) {
-		char comm[SITS_COMM_LEN];
-
-		bpf_get_current_comm(comm, sizeof(comm));
-		for (int i = 0; i < SITS_COMM_LEN; i++) {
-			if (comm[i] != cfg.filter_comm[i])
-				return false;
-			if (!comm[i])
-				break;
-		}
-	}
+	if (cfg.filter_comm[0] && !comm_wanted((__u32)pid_tgid))
+		return false;
 	return true;
 }
 
@@ -253,7 +283,7 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 		long err = new_row(&hist, &k);
 
 		if (err == -E2BIG) {
-			count_drop(SITS_DROP_HIST_FULL);  /* every row taken */
+			count_drop(SITS_DROP_HIST_MAP_FULL);  /* every row taken */
 			return;
 		}
 		if (err) {
@@ -267,7 +297,7 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 			h = bpf_map_lookup_elem(&hist_spill, &k);
 			if (!h) {
 				if (new_row(&hist_spill, &k)) {
-					count_drop(SITS_DROP_HIST_ALLOC);  /* spill full too */
+					count_drop(SITS_DROP_HIST_ALLOC_FAILED);  /* spill full too */
 					return;
 				}
 				h = bpf_map_lookup_elem(&hist_spill, &k);

@@ -90,7 +90,7 @@ int BPF_PROG(sits_vb2_qbuf, struct vb2_queue___sits *q, void *vb)
 		return 0;
 	st.type = BPF_CORE_READ(q, type);
 	if (bpf_map_update_elem(&vb_queued, &key, &st, BPF_ANY))
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 	return 0;
 }
 
@@ -109,7 +109,7 @@ int BPF_PROG(sits_vb2_buf_done, struct vb2_queue___sits *q, void *vb)
 	done.ts = now;
 	bpf_map_delete_elem(&vb_queued, &key);
 	if (bpf_map_update_elem(&vb_done, &key, &done, BPF_ANY))
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 	return 0;
 }
 
@@ -161,7 +161,7 @@ int BPF_PROG(sits_drm_event_queued, void *file, int crtc, unsigned int seq)
 	if (!probe_enabled(SITS_P_DRM_EVENT_WAIT) || !wanted(pid_tgid))
 		return 0;
 	if (bpf_map_update_elem(&drm_pending, &id, &st, BPF_ANY))
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 	return 0;
 }
 
@@ -195,7 +195,7 @@ int BPF_PROG(sits_drm_event_delivered, void *file, int crtc, unsigned int seq)
 	if (!b)
 		return 0;
 	if (b->n >= DRM_BATCH) {
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 		return 0;
 	}
 	/* constant-bounded index for the verifier */

@@ -3,7 +3,10 @@
  * histogram key and value, the streamed event, drop counters and the
  * .rodata configuration. User space sees the same structs through
  * csrc/libbpf.cdef (checked against this object's BTF by
- * tests/unit/test_ebpf_layout.py), so change both together. */
+ * tests/unit/test_ebpf_layout.py), so change both together. The enums and
+ * the numeric #defines are read by sits/ebpf/header.py itself: a probe
+ * point's name is its id's name without SITS_P_, in lower case, and a drop
+ * counter's report name is its SITS_DROP_ name so written. */
 #ifndef SITS_PROBE_H
 #define SITS_PROBE_H
 
@@ -33,22 +36,22 @@ enum sits_probe_id {
 	SITS_P_DRM_VBLANK_DELIVER = 30,
 	SITS_P_DRM_EVENT_WAIT = 31,
 	SITS_P_DRM_EVENT_READ = 32,
-	SITS_P_AV_SEND_PACKET = 40,
-	SITS_P_AV_RECEIVE_FRAME = 41,
-	SITS_P_AV_SEND_FRAME = 42,
-	SITS_P_AV_RECEIVE_PACKET = 43,
+	SITS_P_AVCODEC_SEND_PACKET = 40,
+	SITS_P_AVCODEC_RECEIVE_FRAME = 41,
+	SITS_P_AVCODEC_SEND_FRAME = 42,
+	SITS_P_AVCODEC_RECEIVE_PACKET = 43,
 	SITS_P_BENCH = 60,
 	SITS_P_MAX = 64
 };
 
 enum sits_drop {
-	SITS_DROP_RINGBUF = 0,      /* ringbuf reserve failed: event lost */
-	SITS_DROP_HIST_FULL = 1,    /* histogram map full: sample not counted */
-	SITS_DROP_START_FULL = 2,   /* no room to remember a start time */
-	SITS_DROP_NAMES_FULL = 3,   /* fence timeline names map full */
-	SITS_DROP_HIST_ALLOC = 4,   /* histogram row not allocated (not a full map:
-				     * the kernel's per-CPU element cache was empty)
-				     * and every spill row taken */
+	SITS_DROP_RINGBUF = 0,           /* ringbuf reserve failed: event lost */
+	SITS_DROP_HIST_MAP_FULL = 1,     /* histogram map full: sample not counted */
+	SITS_DROP_START_MAP_FULL = 2,    /* no room to remember a start time */
+	SITS_DROP_FENCE_NAMES_FULL = 3,  /* fence timeline names map full */
+	SITS_DROP_HIST_ALLOC_FAILED = 4, /* histogram row not allocated (not a full
+					  * map: the kernel's per-CPU element cache
+					  * was empty) and every spill row taken */
 	SITS_DROP_MAX = 8
 };
 

@@ -107,7 +107,7 @@ int BPF_PROG(sits_sys_enter, struct pt_regs *regs, long nr)
 	st = bpf_task_storage_get(&sys_start, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
-		count_drop(SITS_DROP_START_FULL);
+		count_drop(SITS_DROP_START_MAP_FULL);
 		return 0;
 	}
 	st->probe = probe;

@@ -1,0 +1,34 @@
+"""`sits probe export`: the histograms served to Prometheus."""
+import sys
+import time
+
+from sits.cli.probe.common import probe_session, stop_signals
+
+
+def run_export(*, listen, probes, pid, comm, cgroup, lib, interval, duration):
+    """Serve the latency histograms to Prometheus (classic buckets, and
+    native histograms to scrapers that ask for OpenMetrics 2.0)."""
+    from sits.ebpf.export import Exporter, parse_listen  # no prometheus_client yet
+    addr, port = parse_listen(listen)
+    session = probe_session(probes, pid, comm, cgroup, lib)
+    with stop_signals() as stop:
+        try:
+            session.start()
+            stop.arm()
+            exporter = Exporter(session)
+            server = exporter.serve(addr, port)
+            print(f"sits: serving http://{addr}:{server.server_port}/metrics", file=sys.stderr, flush=True)
+            t_end = time.monotonic() + duration if duration else None
+            next_swap = time.monotonic() + interval
+            try:
+                while t_end is None or time.monotonic() < t_end:
+                    time.sleep(max(0.0, min(next_swap, t_end or next_swap) - time.monotonic()))
+                    if time.monotonic() >= next_swap:
+                        exporter.update()
+                        next_swap += interval
+            finally:
+                stop.armed = False
+                server.shutdown()
+        finally:
+            stop.armed = False
+            session.close()
