@@ -13,6 +13,9 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/timerfd.h>
 #include <linux/types.h>
 #include <linux/videodev2.h>
 #include <linux/dma-buf.h>
@@ -28,6 +31,20 @@
 static int sits_ioctl(int fd, unsigned long request, void *arg)
 {
 	return ioctl(fd, request, arg);
+}
+
+/* A host function for cuLaunchHostFunc: adds 1 to the eventfd whose number
+ * is `fd`. CUDA runs it on a driver thread once the work before it on the
+ * stream is done; being C, it wakes the poll loop without taking the GIL
+ * (a Python host function would wait for the loop thread to let go of it). */
+static void sits_eventfd_host_fn(void *fd)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	do
+		n = write((int)(intptr_t)fd, &one, sizeof one);
+	while (n < 0 && errno == EINTR);
 }
 
 /* Names for unions the UAPI headers leave anonymous (see kernel.cdef). */
