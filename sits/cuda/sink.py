@@ -9,8 +9,11 @@ How the loop learns of completion without busy-waiting: after each batch
 the sink records a CUDA event and enqueues a host function on the stream
 that writes to an eventfd; `fileno()` is that eventfd. The host function is
 only a wake-up: `dispatch()` releases exactly the frames whose events
-cuEventQuery reports complete. Deadline-driven batching uses `timeout()`
-as the select timeout.
+cuEventQuery reports complete. It is C (`sits_eventfd_host_fn` in the
+kernel binding, launched with cuLaunchHostFunc), so the CUDA thread that
+runs it never waits for the GIL; without the binding, a Python function
+does the same through CuPy. Deadline-driven batching uses `timeout()` as
+the select timeout.
 
     sel.register(sink, EVENT_READ)
     while running:
@@ -21,23 +24,45 @@ as the select timeout.
 from __future__ import annotations
 
 import collections
+import ctypes
+import functools
 import os
 import time
 from typing import Callable
 
 from sits.cuda.batcher import DynamicBatcher
 from sits.cuda.convert import FrameBatch, FrameConverter
+from sits.errors import DeviceError
 from sits.fd import FdOwner
+
+
+@functools.cache
+def _native_wake():
+    """(cuLaunchHostFunc, the address of the binding's C host function), or
+    None where the binding or the driver lacks either."""
+    try:
+        from sits._kernel import ffi, lib
+        fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, "sits_eventfd_host_fn")))
+        launch = ctypes.CDLL("libcuda.so.1").cuLaunchHostFunc
+    except (ImportError, AttributeError, OSError):
+        return None
+    launch.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    launch.restype = ctypes.c_int
+    return launch, fn
 
 
 class CompletionQueue(FdOwner):
     """Callbacks that wait for CUDA events; the eventfd wakes the poll loop."""
 
-    __slots__ = ("_pending", "_wake_cb")
+    __slots__ = ("_pending", "_wake_cb", "_native", "_streams", "launched", "woken")
 
-    def __init__(self):
+    def __init__(self, native: bool = True):
         super().__init__(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
         self._pending: collections.deque = collections.deque()
+        self._native = _native_wake() if native else None
+        self._streams: dict = {}  # ptr -> stream that has host functions of ours
+        self.launched = 0  # host functions enqueued
+        self.woken = 0     # ... and run (the eventfd's counts read so far)
         fd = self._fd
 
         def wake(_arg, fd=fd):  # runs on a CUDA driver thread: no CUDA calls here
@@ -47,10 +72,23 @@ class CompletionQueue(FdOwner):
                 pass
         self._wake_cb = wake
 
+    @property
+    def native(self) -> bool:
+        """The wake-up is the binding's C host function (no GIL on the CUDA thread)."""
+        return self._native is not None
+
     def watch(self, stream, event, callback: Callable[[], None]) -> None:
         """Call `callback` from `dispatch()` once `event` (recorded on `stream`) completes."""
         self._pending.append((event, callback))
-        stream.launch_host_func(self._wake_cb, None)
+        if self._native is not None:
+            launch, fn = self._native
+            rc = launch(stream.ptr, fn, self._fd)
+            if rc != 0:
+                raise DeviceError(f"cuLaunchHostFunc failed: CUresult {rc}")
+        else:
+            stream.launch_host_func(self._wake_cb, None)
+        self._streams[stream.ptr] = stream
+        self.launched += 1
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -58,19 +96,24 @@ class CompletionQueue(FdOwner):
     def dispatch(self) -> int:
         """Run the callbacks whose events completed; returns how many ran."""
         try:
-            os.eventfd_read(self.fileno())
+            self.woken += os.eventfd_read(self._fd)
         except BlockingIOError:
             pass
         ran = 0
-        keep = collections.deque()
-        while self._pending:
-            event, callback = self._pending.popleft()
-            if event.done:
-                callback()
-                ran += 1
-            else:
-                keep.append((event, callback))
-        self._pending = keep
+        pending = self._pending
+        while pending and pending[0][0].done:  # events complete in stream order, mostly
+            pending.popleft()[1]()
+            ran += 1
+        if pending and len(pending) > 1:  # several streams: later ones may be done first
+            keep = collections.deque()
+            while pending:
+                event, callback = pending.popleft()
+                if event.done:
+                    callback()
+                    ran += 1
+                else:
+                    keep.append((event, callback))
+            self._pending = keep
         return ran
 
     def drain(self) -> int:
@@ -78,6 +121,24 @@ class CompletionQueue(FdOwner):
         for event, _ in self._pending:
             event.synchronize()
         return self.dispatch()
+
+    def abandon(self) -> None:
+        """Forget the pending callbacks without running them, and leave the
+        eventfd open: a host function of ours may still write to it."""
+        self._pending.clear()
+        self._streams.clear()
+        self.detach()
+
+    def close(self) -> None:
+        """Close the eventfd once no host function of ours can still write to
+        it (a closed fd's number may be reused by then)."""
+        if self.closed:
+            return
+        if self.woken < self.launched:
+            for stream in self._streams.values():
+                stream.synchronize()
+        self._streams.clear()
+        super().close()
 
 
 class CudaFrameSink:
