@@ -72,9 +72,6 @@ class SyntheticCamera:
     if given, runs for every frame as it lands (the CPU writes the frame).
     """
 
-    __slots__ = ("path", "format", "buffers", "memory", "streaming", "stats", "fps", "skipped", "queue_owner",
-                 "_epoll", "_timer", "_ready", "_ready_set", "_queue", "_done", "_sequence", "_paint", "__weakref__")
-
     def __init__(self, code: str = "YUYV", size: tuple[int, int] = (1920, 1080), fps: float = 60.0,
                  buffers: int = 4, *, bytesperline: int | None = None, fill: Callable | None = None,
                  paint: Callable | None = None, path: str | None = None):
