@@ -149,17 +149,19 @@ class CudaConsumer(Consumer):
         from sits.cuda.runtime import CudaOutOfMemory, cupy, out_of_memory
 
         self._ctx = ctx
+        self._stopping = False
         fmt, buffers = ctx.format, list(ctx.buffers)
         self.plan = self._make_plan(ctx, fmt)
         self.import_path = self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
         cp = self._cp = cupy()
-        from sits.cuda.convert import FrameConverter
+        from sits.cuda.convert import FrameBatch, FrameConverter
         from sits.cuda.hostmem import HostRegistry
         from sits.cuda.sink import CompletionQueue
 
         # A batch must leave a buffer for the driver to fill.
         cap = max(1, min(self.max_batch, len(buffers) - 1))
+        self._batch_type = FrameBatch
         self.registry = HostRegistry()
         try:
             self.converter = FrameConverter(self.plan, max_batch=cap, slots=CONVERTER_SLOTS, registry=self.registry)
@@ -306,8 +308,6 @@ class CudaConsumer(Consumer):
             self._submit(items)
 
     def _submit(self, items) -> None:
-        from sits.cuda.convert import FrameBatch
-
         stream = self._stream
         submitted = time.monotonic()
         timed = self.batches % GPU_TIMING_EVERY == 0
@@ -318,8 +318,8 @@ class CudaConsumer(Consumer):
                 slot.start.record(stream)
             slot.graph.launch(stream)
             slot.event.record(stream)
-            batch = FrameBatch(slot.tensor, stream, slot.event, (frame.sequence,), (frame.timestamp_ns,),
-                               self.import_path, True)
+            batch = self._batch_type(slot.tensor, stream, slot.event, (frame.sequence,), (frame.timestamp_ns,),
+                                     self.import_path, True)
             start, end = (slot.start, slot.event) if timed else (None, None)
         else:
             start = end = None

@@ -159,10 +159,12 @@ class SyntheticCamera:
     def _land(self) -> None:
         """Apply the ticks that expired since the last look: each fills the
         oldest queued buffer, or is lost when none is queued."""
+        first, period = self._timer.first_ns, self._timer.period_ns
+        if time.monotonic_ns() < first + self._sequence * period:
+            return  # the next tick is still to come: no read needed
         ticks = self._timer.expirations()
         if not ticks:
             return
-        first, period = self._timer.first_ns, self._timer.period_ns
         filled = min(ticks, len(self._queue))
         for _ in range(filled):
             buf = self._queue.popleft()
