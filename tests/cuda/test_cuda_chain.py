@@ -263,6 +263,9 @@ def test_batching_under_a_latency_budget(cp):
 
 @pytest.mark.parametrize("how", ["request_stop", "SIGTERM"])
 def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
+    with SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4) as warm:  # CUDA's own fds opened first
+        make_pipeline(warm, [CudaConsumer(OutputSpec(224, 224, dtype="float16"))]).run(frames=3)
+    gc.collect()
     before = open_fds()
     cam = SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4)
     consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
