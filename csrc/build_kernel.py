@@ -11,6 +11,12 @@ import subprocess
 from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The frame queue's C (pipeline logic, compiled into this module) and its
+# interface, whose cdef part is read from the header: declared once.
+PIPELINE = os.path.join(HERE, "..", "sits", "pipeline")
+QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
+QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
+CDEF_PART = re.compile(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", re.S)
 IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
 
 
@@ -34,13 +40,20 @@ def ioctl_names():
     return IOCTL_LINE.findall(_read("sits_ioctls.h"))
 
 
+def queue_cdef():
+    """The frame queue's declarations, as frame_queue.h has them."""
+    with open(QUEUE_H) as f:
+        return CDEF_PART.search(f.read()).group(1)
+
+
 def _headers_digest():
-    """A digest of csrc/*.h, put into the generated C source so that a change
-    to a header alone (the C flip loop lives in one) rebuilds the module."""
+    """A digest of the headers and the frame queue's C, put into the
+    generated C source so that a change to one of them alone rebuilds the
+    module."""
     import glob
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h"))):
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h"))) + [QUEUE_H, QUEUE_C]:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -48,11 +61,12 @@ def _headers_digest():
 
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
-    f"static const unsigned long {name};\n" for name in ioctl_names()))
+    f"static const unsigned long {name};\n" for name in ioctl_names()) + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
     f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"',
-    include_dirs=[HERE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
+    sources=[os.path.relpath(QUEUE_C)],
+    include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
     libraries=["drm"],
     extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
 )

@@ -1,35 +1,71 @@
-"""`sits capture --to-kms`: the zero-copy chain from a camera to a display."""
+"""`sits capture`: the chain from a camera to a display and/or CUDA.
+
+Every option is declared once, in OPTIONS: the fast parser (fastargs, no
+typer at start-up), typer's command (help, usage errors) and run_capture's
+keywords are all made from it.
+"""
 import functools
+import inspect
 import json
 import re
 import signal
 import sys
+from dataclasses import dataclass
 
 from sits.cli import fastargs
 from sits.errors import UsageError
 
-#: option -> (run_capture keyword, kind); must match typer_command() (a unit test checks)
-OPTIONS = {
-    "--to-kms": ("to_kms", fastargs.FLAG), "--device": ("device", fastargs.STR),
-    "--card": ("card", fastargs.STR), "--connector": ("connector", fastargs.STR),
-    "--format": ("fmt", fastargs.STR), "--size": ("size", fastargs.STR), "--fps": ("fps", fastargs.INT),
-    "--frames": ("frames", fastargs.INT), "--duration": ("duration", fastargs.FLOAT),
-    "--memory": ("memory", fastargs.STR), "--buffers": ("buffers", fastargs.INT),
-    "--verify": ("verify", fastargs.FLAG), "--verify-every": ("verify_every", fastargs.INT),
-    "--snapshot": ("snapshot", fastargs.STR), "--reconnect": ("reconnect", fastargs.FLAG),
-    "--json": ("as_json", fastargs.FLAG), "--python-loop": ("python_loop", fastargs.FLAG),
-}
-#: keyword -> (min, max) as typer declares them; out of range goes to typer's message
-LIMITS = {"fps": (1, None), "frames": (1, None), "duration": (0.1, None), "buffers": (2, 32),
-          "verify_every": (1, None)}
+
+@dataclass(frozen=True)
+class Opt:
+    flag: str
+    dest: str
+    kind: str            # fastargs kind
+    default: object
+    help: str
+    min: float | None = None
+    max: float | None = None
+    hidden: bool = False
 
 
-def _size(text: str | None) -> tuple[int, int] | None:
+OPTIONS = [
+    Opt("--to-kms", "to_kms", fastargs.FLAG, False, "Show the frames on a KMS display (zero-copy when a plane can)."),
+    Opt("--to-cuda", "to_cuda", fastargs.STR, None,
+        "WxH: convert every frame on the GPU into a model-ready tensor of this size."),
+    Opt("--device", "device", fastargs.STR, None, "V4L2 capture device (default: the first one)."),
+    Opt("--card", "card", fastargs.STR, None, "DRM card (default: the first with a connected display)."),
+    Opt("--connector", "connector", fastargs.STR, None, "Connector name, e.g. HDMI-A-1 or Virtual-1."),
+    Opt("--format", "fmt", fastargs.STR, None, "Camera fourcc, e.g. XR24, AR24, RGBP, YUYV."),
+    Opt("--size", "size", fastargs.STR, None, "WxH, e.g. 1280x720."),
+    Opt("--fps", "fps", fastargs.INT, None, "Frame rate to ask the camera for.", min=1),
+    Opt("--frames", "frames", fastargs.INT, None, "Stop after N captured frames.", min=1),
+    Opt("--duration", "duration", fastargs.FLOAT, None, "Stop after SECONDS.", min=0.1),
+    Opt("--memory", "memory", fastargs.STR, "mmap", "mmap (driver buffers, exported) | heap | udmabuf."),
+    Opt("--buffers", "buffers", fastargs.INT, 4, "Capture buffers.", min=2, max=32),
+    Opt("--verify", "verify", fastargs.FLAG, False, "Compare shown pixels (writeback) with captured ones."),
+    Opt("--verify-every", "verify_every", fastargs.INT, 10, "Verify every N-th displayed frame.", min=1),
+    Opt("--snapshot", "snapshot", fastargs.STR, None, "Write what was on screen (writeback) as a PNG."),
+    Opt("--reconnect", "reconnect", fastargs.FLAG, False, "Wait for a vanished camera and resume."),
+    Opt("--cuda-dtype", "cuda_dtype", fastargs.STR, "float16", "Tensor dtype: uint8 | float16 | bfloat16 | float32."),
+    Opt("--cuda-layout", "cuda_layout", fastargs.STR, "NCHW", "Tensor layout: NCHW | NHWC."),
+    Opt("--cuda-batch", "cuda_batch", fastargs.INT, 1, "Largest batch of frames per kernel launch.", min=1, max=64),
+    Opt("--latency-budget-ms", "latency_budget_ms", fastargs.FLOAT, None,
+        "Batch frames while each still meets this capture->tensor budget.", min=0.1),
+    Opt("--cuda-matrix", "cuda_matrix", fastargs.STR, "bt601", "YUV colour matrix: bt601 | bt709 | bt2020."),
+    Opt("--json", "as_json", fastargs.FLAG, False, "No status line; print the summary as one JSON object."),
+    Opt("--python-loop", "python_loop", fastargs.FLAG, False,
+        "Every event through Python's epoll (no C loop); for comparison.", hidden=True),
+]
+#: option -> (run_capture keyword, kind), for fastargs
+FAST = {o.flag: (o.dest, o.kind) for o in OPTIONS}
+
+
+def _size(text: str | None, option: str = "--size") -> tuple[int, int] | None:
     if text is None:
         return None
     m = re.fullmatch(r"(\d+)x(\d+)", text)
-    if not m:
-        raise UsageError(f"--size must look like 1280x720, not {text!r}")
+    if not m or 0 in (int(m.group(1)), int(m.group(2))):
+        raise UsageError(f"{option} must look like 1280x720, not {text!r}")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -44,28 +80,38 @@ def _status_line(s) -> str:
             f"capture->flip p50 {p50} ms p95 {p95} ms  cpu {s.cpu_ms_per_frame:.2f} ms/frame")
 
 
-def run_capture(to_kms: bool = False, device: str | None = None, card: str | None = None,
-                connector: str | None = None, fmt: str | None = None, size: str | None = None,
-                fps: int | None = None, frames: int | None = None, duration: float | None = None,
-                memory: str = "mmap", buffers: int = 4, verify: bool = False, verify_every: int = 10,
-                snapshot: str | None = None, reconnect: bool = False, as_json: bool = False,
-                python_loop: bool = False) -> None:
-    """Capture from V4L2 and show on DRM/KMS, zero-copy where the display can."""
-    from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
-    if not to_kms:
-        raise UsageError("only --to-kms is implemented: sits capture --to-kms ...")
-    if memory not in ("mmap", "heap", "udmabuf"):
-        raise UsageError(f"--memory must be mmap, heap or udmabuf, not {memory!r}")
-    if fmt is not None and len(fmt) != 4:
-        raise UsageError(f"--format takes a fourcc such as XR24, not {fmt!r}")
-    if snapshot and not snapshot.lower().endswith(".png"):
+def _cuda_consumer(kw: dict):
+    """The CUDA consumer --to-cuda asks for; refused (one line) before any
+    device is opened when the GPU, CuPy or the options are not usable."""
+    from sits.pipeline.cuda import CudaConsumer
+    w, h = _size(kw["to_cuda"], "--to-cuda")
+    budget = kw["latency_budget_ms"]
+    return CudaConsumer((w, h), dtype=kw["cuda_dtype"], layout=kw["cuda_layout"], matrix=kw["cuda_matrix"],
+                        max_batch=kw["cuda_batch"], latency_budget_s=budget / 1000 if budget else None)
+
+
+def run_capture(**kw) -> None:
+    """Capture from V4L2 and show on DRM/KMS and/or convert on CUDA."""
+    kw = {**{o.dest: o.default for o in OPTIONS}, **kw}
+    from sits.pipeline.capture import CaptureOptions, build
+    if not kw["to_kms"] and not kw["to_cuda"]:
+        raise UsageError("say where the frames go: --to-kms, --to-cuda WxH, or both")
+    if kw["memory"] not in ("mmap", "heap", "udmabuf"):
+        raise UsageError(f"--memory must be mmap, heap or udmabuf, not {kw['memory']!r}")
+    if kw["fmt"] is not None and len(kw["fmt"]) != 4:
+        raise UsageError(f"--format takes a fourcc such as XR24, not {kw['fmt']!r}")
+    if kw["snapshot"] and not kw["snapshot"].lower().endswith(".png"):
         raise UsageError("--snapshot writes a PNG: give a FILE.png")
-    opts = CaptureOptions(device=device, card=card, connector=connector, format=fmt, size=_size(size),
-                          fps=fps, frames=frames, duration=duration, memory=memory, buffers=buffers,
-                          verify=verify, verify_every=verify_every, snapshot=snapshot, reconnect=reconnect,
-                          c_loop=not python_loop)
+    if (kw["verify"] or kw["snapshot"]) and not kw["to_kms"]:
+        raise UsageError("--verify and --snapshot check the display: add --to-kms")
+    consumers = [_cuda_consumer(kw)] if kw["to_cuda"] else []
+    opts = CaptureOptions(device=kw["device"], card=kw["card"], connector=kw["connector"], format=kw["fmt"],
+                          size=_size(kw["size"]), fps=kw["fps"], frames=kw["frames"], duration=kw["duration"],
+                          memory=kw["memory"], buffers=kw["buffers"], display=kw["to_kms"], verify=kw["verify"],
+                          verify_every=kw["verify_every"], snapshot=kw["snapshot"], reconnect=kw["reconnect"],
+                          c_loop=not kw["python_loop"])
     live = None
-    if not as_json and sys.stderr.isatty():
+    if not kw["as_json"] and sys.stderr.isatty():
         from rich.console import Console
         from rich.live import Live
         live = Live("", console=Console(stderr=True), refresh_per_second=4, transient=True)
@@ -75,7 +121,7 @@ def run_capture(to_kms: bool = False, device: str | None = None, card: str | Non
             live.update(_status_line(summary))
 
     # No status line (--json, no tty): no per-interval summary work in the loop.
-    pipeline = CaptureToKms(opts, on_status=show if live is not None else None)
+    pipeline = build(opts, consumers=consumers, on_status=show if live is not None else None)
     previous = {sig: signal.signal(sig, lambda *_: pipeline.request_stop("signal"))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -88,70 +134,69 @@ def run_capture(to_kms: bool = False, device: str | None = None, card: str | Non
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     data = summary.as_dict()
-    if as_json:
+    if kw["as_json"]:
         print(json.dumps(data))
         return
+    _print_summary(data, kw, summary.stopped_by)
+
+
+def _print_summary(data: dict, kw: dict, stopped_by: str) -> None:
     from rich.console import Console
     con = Console()
-    con.print(f"[bold]sits capture[/] {data['device']} {data['format']} {data['size']} ({data['memory']}) -> "
-              f"{data['card']} {data['connector']} {data['mode']} as {data['display_format']}")
+    where = f"{data['card']} {data['connector']} {data['mode']} as {data['display_format']}" if kw["to_kms"] else ""
+    if kw["to_cuda"]:
+        where += (" + " if where else "") + f"CUDA {kw['to_cuda']}"
+    con.print(f"[bold]sits capture[/] {data['device']} {data['format']} {data['size']} ({data['memory']}) -> {where}")
     con.print(f"  frames: captured {data['frames_captured']}, displayed {data['frames_displayed']}, "
               f"dropped {data['frames_dropped']}, buffer errors {data['buffer_errors']}")
-    con.print(f"  zero-copy: {data['zero_copy']}  CPU copies/frame: {data['cpu_copies_per_frame']}  "
-              f"CPU: {data['cpu_ms_per_frame']} ms/frame  {data['fps']} fps")
-    lat = data["latency_ms"]
-    con.print(f"  capture->flip latency: p50 {lat['p50']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms")
-    if verify:
+    if kw["to_kms"]:
+        con.print(f"  zero-copy: {data['zero_copy']}  CPU copies/frame: {data['cpu_copies_per_frame']}  "
+                  f"CPU: {data['cpu_ms_per_frame']} ms/frame  {data['fps']} fps")
+        lat = data["latency_ms"]
+        con.print(f"  capture->flip latency: p50 {lat['p50']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms")
+    cuda = data.get("cuda")
+    if cuda:
+        lat = cuda["latency_ms"]
+        con.print(f"  cuda: {cuda['frames']} frames in {cuda['batches']} batches, {cuda['import_path']} "
+                  f"(zero-copy: {cuda['zero_copy']}), capture->tensor p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    if kw["verify"]:
         v = data["verify"]
         con.print(f"  verify (writeback): checked {v['checked']}, mismatched {v['mismatched']}")
     if data["disconnects"]:
         con.print(f"  camera lost {data['disconnects']} time(s), back {data['reconnects']} time(s)")
     if data.get("snapshot"):
         con.print(f"  snapshot: {data['snapshot']}")
-    if summary.stopped_by == "signal":
+    if stopped_by == "signal":
         con.print("  stopped by signal")
 
 
 def fast_command(argv: list[str]):
     """run_capture for a well-formed command line, or None (typer handles
     it): `sits capture` then starts without building typer's parameters."""
-    kw = fastargs.parse(OPTIONS, argv)
+    kw = fastargs.parse(FAST, argv)
     if kw is None:
         return None
-    for name, (lo, hi) in LIMITS.items():
-        v = kw.get(name)
-        if v is not None and (v < lo or (hi is not None and v > hi)):
+    for o in OPTIONS:
+        v = kw.get(o.dest)
+        if v is not None and o.kind != fastargs.FLAG and (
+                (o.min is not None and v < o.min) or (o.max is not None and v > o.max)):
             return None
     return functools.partial(run_capture, **kw)
 
 
 def typer_command():
-    """`sits capture` declared for typer: --help, usage errors, and any
-    command line fast_command leaves alone."""
+    """`sits capture` declared for typer, from OPTIONS: --help, usage
+    errors, and any command line fast_command leaves alone."""
     import typer
+    types = {fastargs.FLAG: bool, fastargs.STR: str, fastargs.INT: int, fastargs.FLOAT: float}
+    params = [inspect.Parameter(o.dest, inspect.Parameter.KEYWORD_ONLY, annotation=types[o.kind],
+                                default=typer.Option(o.default, o.flag, help=o.help, min=o.min, max=o.max,
+                                                     hidden=o.hidden))
+              for o in OPTIONS]
 
-    def capture(
-        to_kms: bool = typer.Option(False, "--to-kms", help="Show the frames on a KMS display (zero-copy when a plane can)."),
-        device: str = typer.Option(None, "--device", help="V4L2 capture device (default: the first one)."),
-        card: str = typer.Option(None, "--card", help="DRM card (default: the first with a connected display)."),
-        connector: str = typer.Option(None, "--connector", help="Connector name, e.g. HDMI-A-1 or Virtual-1."),
-        fmt: str = typer.Option(None, "--format", help="Camera fourcc, e.g. XR24, AR24, RGBP, YUYV."),
-        size: str = typer.Option(None, "--size", help="WxH, e.g. 1280x720."),
-        fps: int = typer.Option(None, "--fps", min=1, help="Frame rate to ask the camera for."),
-        frames: int = typer.Option(None, "--frames", min=1, help="Stop after N captured frames."),
-        duration: float = typer.Option(None, "--duration", min=0.1, help="Stop after SECONDS."),
-        memory: str = typer.Option("mmap", "--memory", help="mmap (driver buffers, exported) | heap | udmabuf."),
-        buffers: int = typer.Option(4, "--buffers", min=2, max=32, help="Capture buffers."),
-        verify: bool = typer.Option(False, "--verify", help="Compare shown pixels (writeback) with captured ones."),
-        verify_every: int = typer.Option(10, "--verify-every", min=1, help="Verify every N-th displayed frame."),
-        snapshot: str = typer.Option(None, "--snapshot", help="Write what was on screen (writeback) as a PNG."),
-        reconnect: bool = typer.Option(False, "--reconnect", help="Wait for a vanished camera and resume."),
-        as_json: bool = typer.Option(False, "--json", help="No status line; print the summary as one JSON object."),
-        python_loop: bool = typer.Option(False, "--python-loop", hidden=True,
-                                         help="Every frame through the Python loop (no C flip loop); for comparison."),
-    ) -> None:
-        """Capture from V4L2 and show on DRM/KMS, zero-copy where the display can."""
-        run_capture(to_kms, device, card, connector, fmt, size, fps, frames, duration, memory, buffers,
-                    verify, verify_every, snapshot, reconnect, as_json, python_loop)
-
+    def capture(**kw) -> None:
+        run_capture(**kw)
+    capture.__doc__ = run_capture.__doc__
+    capture.__signature__ = inspect.Signature(params)
+    capture.__annotations__ = {p.name: p.annotation for p in params}
     return capture

@@ -327,9 +327,12 @@ class CaptureDevice(VideoDevice):
     def start(self) -> None:
         if not self.buffers:
             self.allocate()
-        for b in self.buffers:
-            if not b.queued and not b.leased:
-                self._queue(b)
+        if self.queue_owner is not None:
+            self.queue_owner.requeue_idle()
+        else:
+            for b in self.buffers:
+                if not b.queued and not b.leased:
+                    self._queue(b)
         self._unqueued.clear()
         try:
             self._retry_once(raw.streamon, self.fileno())
@@ -350,6 +353,8 @@ class CaptureDevice(VideoDevice):
         finally:
             for b in self.buffers:
                 b.queued = False
+            if self.queue_owner is not None:
+                self.queue_owner.forget_queued()
 
     def restart(self) -> None:
         """STREAMOFF + STREAMON, requeueing every buffer no consumer holds."""

@@ -1,9 +1,8 @@
 """`sits capture` parses well-formed command lines without typer
-(sits.cli.capture.fast_command); typer still declares the command. These
-tests keep the two in step: same options, kinds, defaults and limits, same
-parsed values; anything unusual goes to typer."""
-import inspect
-
+(sits.cli.capture.fast_command); typer's command is made from the same
+table (capture.OPTIONS). These tests check that both read it the same way:
+same options, kinds, defaults and limits, same parsed values; anything
+unusual goes to typer."""
 import pytest
 import typer.main
 
@@ -20,19 +19,17 @@ def _click():
 def test_fast_options_are_typers():
     params = [p for p in _click().params if p.opts and p.opts[0].startswith("-") and p.name != "help"]
     declared = {o: p for p in params for o in p.opts + p.secondary_opts}
-    assert set(capture.OPTIONS) == set(declared)
-    defaults = {k: v.default for k, v in inspect.signature(capture.run_capture).parameters.items()}
-    assert set(defaults) == {dest for dest, _ in capture.OPTIONS.values()}
-    for opt, (dest, kind) in capture.OPTIONS.items():
-        p = declared[opt]
-        assert p.name == dest, opt
-        assert p.is_flag == (kind == "flag"), opt
-        assert p.default == defaults[dest], opt
-        lo, hi = capture.LIMITS.get(dest, (None, None))
-        assert (p.min, p.max) == (lo, hi), opt
-        if kind != "flag":
-            want = {"int": int, "float": float, "str": str}[kind]
-            assert p.type_descriptor.annotation is want, opt
+    assert set(capture.FAST) == set(declared)
+    for o in capture.OPTIONS:
+        p = declared[o.flag]
+        assert p.name == o.dest, o.flag
+        assert p.is_flag == (o.kind == "flag"), o.flag
+        assert p.default == o.default, o.flag
+        assert (p.min, p.max) == (o.min, o.max), o.flag
+        assert p.hidden == o.hidden, o.flag
+        if o.kind != "flag":
+            want = {"int": int, "float": float, "str": str}[o.kind]
+            assert p.type_descriptor.annotation is want, o.flag
 
 
 @pytest.mark.parametrize("argv", [
@@ -41,19 +38,21 @@ def test_fast_options_are_typers():
     ["--to-kms", "--verify", "--frames=300", "--snapshot", "/tmp/x.png", "--buffers", "6", "--verify-every", "3"],
     ["--to-kms", "--duration", "2.5", "--card", "/dev/dri/card0", "--connector", "Virtual-1", "--reconnect",
      "--python-loop"],
+    ["--to-cuda", "224x224", "--cuda-dtype", "bfloat16", "--cuda-layout", "NHWC", "--cuda-batch", "8",
+     "--latency-budget-ms", "4", "--cuda-matrix", "bt709", "--memory", "udmabuf", "--to-kms"],
 ])
 def test_fast_parse_matches_click(argv):
     fast = capture.fast_command(argv)
     assert fast is not None
     ctx = _click().make_context("capture", list(argv))
-    for name, p in inspect.signature(capture.run_capture).parameters.items():
-        assert ctx.params[name] == fast.keywords.get(name, p.default), name
+    for o in capture.OPTIONS:
+        assert ctx.params[o.dest] == fast.keywords.get(o.dest, o.default), o.dest
 
 
 @pytest.mark.parametrize("argv", [
     ["--help"], ["--to-kms", "--fps", "0"], ["--to-kms", "--buffers", "33"], ["--to-kms", "--buffers", "1"],
     ["--to-kms", "--duration", "0.05"], ["--to-kms", "--frames", "x"], ["--to-kms", "--nosuch"],
-    ["--to-kms", "--json=1"], ["--to-kms", "--device"], ["--to-kms", "extra"],
+    ["--to-kms", "--json=1"], ["--to-kms", "--device"], ["--to-kms", "extra"], ["--to-cuda", "2x2", "--cuda-batch", "65"],
 ])
 def test_unusual_command_lines_go_to_typer(argv):
     assert capture.fast_command(argv) is None

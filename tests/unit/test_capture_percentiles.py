@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from sits.pipeline.capture_to_kms import percentiles
+from sits.pipeline.stats import percentiles
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])

@@ -3,7 +3,7 @@ pixel for pixel through the writeback connector, every memory kind, the
 conversion path, leaks, and vivid's error injection."""
 import pytest
 
-from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
+from sits.pipeline.capture import CaptureOptions, build
 from sits.v4l2 import raw
 from sits.v4l2.device import VideoDevice
 
@@ -14,7 +14,7 @@ SIZES = [(640, 480), (1280, 720), (1920, 1080)]
 
 def run(**kw):
     kw.setdefault("frames", 6)
-    return CaptureToKms(CaptureOptions(**kw)).run()
+    return build(CaptureOptions(**kw)).run()
 
 
 @pytest.mark.parametrize("memory", ["mmap", "heap", "udmabuf"])
@@ -116,7 +116,7 @@ def _inject_during(vivid_path, vkms_path, name, frames=20, **kw):
 
     # the C loop runs between writebacks: space them out so that it meets the errors
     every = 8 if kw.get("c_loop", True) else 3
-    p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+    p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
                                     frames=frames, verify=True, verify_every=every, **kw),
                      on_status=status, status_interval=0.05)
     s = p.run()
@@ -198,7 +198,7 @@ def test_display_hotplug_pauses_and_resumes(vivid_path, vkms_path, no_leaks):
             steps.append(("on", s.frames_captured, s.frames_displayed))
 
     try:
-        p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
                                         frames=40), on_status=on_status, status_interval=0.05)
         s = p.run()
     finally:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sits.errors import DeviceError
-from sits.pipeline.capture_to_kms import CaptureOptions, CaptureToKms
+from sits.pipeline.capture import CaptureOptions, build
 from sits.v4l2 import raw
 from sits.v4l2.device import VideoDevice
 
@@ -53,7 +53,7 @@ def test_disconnect_stops_cleanly(vivid_path, vkms_path):
             fired.append(True)
 
     try:
-        p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
                                         frames=200), on_status=status, status_interval=0.05)
         with pytest.raises(DeviceError, match="disconnected"):
             p.run()
@@ -98,7 +98,7 @@ def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_le
         if state["shown_at_return"] is not None and s.frames_displayed >= state["shown_at_return"] + 15:
             p.request_stop("test")
 
-    p = CaptureToKms(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+    p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
                                     duration=240, reconnect=True, verify=True, verify_every=5),
                      on_status=status, status_interval=0.05)
     reloader = threading.Thread(target=reload_when_released, daemon=True)

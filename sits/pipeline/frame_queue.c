@@ -1,0 +1,376 @@
+/* The frame queue (frame_queue.h): one buffer's way from DQBUF back to QBUF.
+ *
+ * A buffer goes back to the driver only when nothing holds it any more: not
+ * the display (it is next, committed, on screen or leaving the screen) and
+ * not Python's consumers (py_hold, dropped when the last lease of its Frame
+ * goes). That is give_back(), the one place that queues a buffer.
+ *
+ * Why C: under the test VM's emulated CPU the Python loop spent about 70% of
+ * its CPU per frame in the interpreter, around kernel work of about a
+ * millisecond. sits_queue_run() keeps the steady state here.
+ *
+ * One wake-up a frame: in run() the DRM fd leaves the epoll set and the last
+ * flip's event is read when the next frame is dequeued (a flip takes at most
+ * a refresh; frames come slower than that or are dropped anyway). The DRM fd
+ * is watched again only while a frame waits for the flip, or while too few
+ * buffers are left with the driver to wait for the next frame.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+
+#include "sits_kernel.h"
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int fail(struct sits_queue *L, int op, int index)
+{
+	L->err = errno;
+	L->err_op = op;
+	L->err_index = index;
+	return SITS_Q_ERROR;
+}
+
+int sits_queue_held(struct sits_queue *L, int32_t index)
+{
+	return L->next.index == index || L->pending.index == index || L->on_screen.index == index
+	       || L->retire.index == index || L->py_hold[index];
+}
+
+/* Queue `index` again if nothing holds it. A refused QBUF (vivid injects
+ * them) must not lose the buffer: counted, retried before the next DQBUF;
+ * a vanished device is Python's to handle. */
+static int give_back(struct sits_queue *L, int32_t index)
+{
+	if (index < 0 || L->queued[index] || sits_queue_held(L, index) || L->vfd < 0)
+		return 0;
+	struct v4l2_buffer b;
+	memset(&b, 0, sizeof b);
+	b.index = index;
+	b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+	b.memory = L->memory;
+	if (L->memory == V4L2_MEMORY_DMABUF) {
+		b.m.fd = L->dmabuf_fd[index];
+		b.length = L->length[index];
+	}
+	if (ioctl(L->vfd, VIDIOC_QBUF, &b) < 0) {
+		if (errno == ENODEV || errno == ENXIO)
+			return fail(L, SITS_OP_QBUF, index);
+		L->requeue_errors++;
+		L->unqueued[index] = 1;
+		return 0;
+	}
+	L->queued[index] = 1;
+	return 0;
+}
+
+int sits_queue_release(struct sits_queue *L, int32_t index)
+{
+	L->py_hold[index] = 0;
+	return give_back(L, index);
+}
+
+int sits_queue_requeue_idle(struct sits_queue *L)
+{
+	for (uint32_t i = 0; i < L->nbufs; i++) {
+		L->unqueued[i] = 0;
+		int r = give_back(L, i);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int sits_queue_drop_next(struct sits_queue *L)
+{
+	int32_t index = L->next.index;
+	if (index == SITS_Q_NONE)
+		return 0;
+	L->next.index = SITS_Q_NONE;
+	L->dropped++;
+	return give_back(L, index);
+}
+
+/* A commit of `f` was made (by C or by Python) with user_data tag + 1. */
+static void shown(struct sits_queue *L, struct sits_q_frame f, int32_t fence, int64_t started_ns)
+{
+	L->tag++;
+	if (f.index != SITS_Q_OWN) {
+		L->submit_ms[L->submit_n++] = (float)((started_ns - f.dequeued_ns) / 1e6);
+		/* a driver timestamp after our dequeue cannot be believed (vivid's
+		 * schedule-based clock in a slow VM): count it, use the dequeue time */
+		if (f.timestamp_ns <= 0 || f.timestamp_ns > f.dequeued_ns) {
+			L->anomalies++;
+			f.shown_from_ns = f.dequeued_ns;
+		} else {
+			f.shown_from_ns = f.timestamp_ns;
+		}
+	}
+	f.fence = fence;
+	f.tag = L->tag;
+	L->pending = f;
+}
+
+void sits_queue_committed(struct sits_queue *L, int32_t kind, int32_t fence, int64_t started_ns)
+{
+	struct sits_q_frame f = L->next;
+	if (kind == SITS_Q_OWN) {
+		memset(&f, 0, sizeof f);
+		f.index = SITS_Q_OWN;
+		shown(L, f, fence, started_ns);
+		return;
+	}
+	L->next.index = SITS_Q_NONE;
+	if (kind == SITS_Q_COPY) {
+		int32_t index = f.index;
+		f.index = SITS_Q_COPY;
+		shown(L, f, fence, started_ns);
+		give_back(L, index);    /* the CPU copy is done with it; a failure is retried */
+		return;
+	}
+	shown(L, f, fence, started_ns);
+}
+
+/* Show L->next: FB_ID on the plane and an out-fence on the CRTC; the mode,
+ * geometry and connector routing were set by Python's first commit and
+ * persist in the atomic state. */
+static int commit(struct sits_queue *L)
+{
+	int32_t fence = -1;
+	uint32_t objs[2] = {L->plane_id, L->crtc_id};
+	uint32_t counts[2] = {1, 1};
+	uint32_t props[2] = {L->fb_prop, L->out_fence_prop};
+	uint64_t values[2] = {L->fb_id[L->next.index], (uint64_t)(uintptr_t)&fence};
+	struct drm_mode_atomic a;
+	memset(&a, 0, sizeof a);
+	a.flags = DRM_MODE_ATOMIC_NONBLOCK | DRM_MODE_PAGE_FLIP_EVENT;
+	a.count_objs = 2;
+	a.objs_ptr = (uint64_t)(uintptr_t)objs;
+	a.count_props_ptr = (uint64_t)(uintptr_t)counts;
+	a.props_ptr = (uint64_t)(uintptr_t)props;
+	a.prop_values_ptr = (uint64_t)(uintptr_t)values;
+	a.user_data = L->tag + 1;
+	int64_t started = now_ns();
+	if (drmIoctl(L->dfd, DRM_IOCTL_MODE_ATOMIC, &a) < 0)
+		return fail(L, SITS_OP_ATOMIC, L->next.index);  /* the frame stays next */
+	struct sits_q_frame f = L->next;
+	L->next.index = SITS_Q_NONE;
+	shown(L, f, fence, started);
+	return 0;
+}
+
+int sits_queue_try_commit(struct sits_queue *L)
+{
+	if (!L->display || L->pending.index != SITS_Q_NONE || L->retire.index != SITS_Q_NONE
+	    || L->next.index == SITS_Q_NONE)
+		return 0;
+	if (L->paused)
+		return sits_queue_drop_next(L);     /* no display: the frame is dropped */
+	if (L->hold_commits)
+		return 0;
+	if (L->python_commits || L->displayed == L->hand_back_displayed
+	    || (L->hand_back_captured && L->captured >= L->hand_back_captured))
+		return SITS_Q_HAND_BACK;
+	return commit(L);
+}
+
+/* One DQBUF; buffers the driver marks with V4L2_BUF_FLAG_ERROR are counted
+ * and queued again, never shown or delivered. */
+int sits_queue_capture(struct sits_queue *L)
+{
+	struct v4l2_buffer b;
+	for (uint32_t i = 0; i < L->nbufs; i++) {
+		if (L->unqueued[i]) {
+			L->unqueued[i] = 0;
+			int r = give_back(L, i);
+			if (r)
+				return r;
+		}
+	}
+	for (;;) {
+		memset(&b, 0, sizeof b);
+		b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+		b.memory = L->memory;
+		if (ioctl(L->vfd, VIDIOC_DQBUF, &b) < 0) {
+			if (errno == EAGAIN)
+				return 0;
+			return fail(L, SITS_OP_DQBUF, -1);
+		}
+		L->dequeued++;
+		L->queued[b.index] = 0;
+		if (L->sequence_seen && b.sequence > L->last_sequence + 1)
+			L->sequence_gaps += b.sequence - L->last_sequence - 1;
+		L->last_sequence = b.sequence;
+		L->sequence_seen = 1;
+		if (!(b.flags & V4L2_BUF_FLAG_ERROR))
+			break;
+		L->buffer_errors++;
+		int r = give_back(L, b.index);
+		if (r)
+			return r;
+	}
+	struct sits_q_frame f;
+	memset(&f, 0, sizeof f);
+	f.index = b.index;
+	f.sequence = b.sequence;
+	f.bytesused = b.bytesused;
+	f.fence = -1;
+	f.timestamp_ns = (int64_t)b.timestamp.tv_sec * 1000000000 + (int64_t)b.timestamp.tv_usec * 1000;
+	f.dequeued_ns = L->last_frame_ns = now_ns();
+	L->captured++;
+	if (L->deliver) {
+		L->py_hold[f.index] = 1;
+		L->delivered = f;
+	}
+	if (!L->display)
+		return give_back(L, f.index);   /* no consumer took it: queued again */
+	int32_t dropped = L->next.index;
+	L->next = f;
+	if (dropped != SITS_Q_NONE) {       /* a newer frame came first */
+		L->dropped++;
+		int r = give_back(L, dropped);
+		if (r)
+			return r;
+	}
+	if (L->pending.index != SITS_Q_NONE && !L->dfd_watched)
+		return sits_queue_flip_events(L);   /* the last flip's event, read now; it commits */
+	return sits_queue_try_commit(L);
+}
+
+/* The commit now on screen carries an out-fence; the frame it replaced
+ * goes back once that fence has signalled. The kernel signals it before it
+ * sends the flip event, so one SYNC_IOC_FILE_INFO settles it. */
+static int retire(struct sits_queue *L, struct sits_q_frame previous)
+{
+	int32_t fence = L->on_screen.fence;
+	if (fence >= 0) {
+		struct sync_file_info info;
+		memset(&info, 0, sizeof info);
+		if (ioctl(fence, SYNC_IOC_FILE_INFO, &info) < 0 || info.status != 1) {
+			L->retire = previous;   /* Python polls the fence, then calls retired() */
+			return previous.index == SITS_Q_NONE ? 0 : SITS_Q_RETIRE_WAIT;
+		}
+		close(fence);
+		L->on_screen.fence = -1;
+	}
+	return give_back(L, previous.index);
+}
+
+int sits_queue_retired(struct sits_queue *L)
+{
+	if (L->on_screen.fence >= 0) {
+		close(L->on_screen.fence);
+		L->on_screen.fence = -1;
+	}
+	int32_t index = L->retire.index;
+	L->retire.index = SITS_Q_NONE;
+	return give_back(L, index);
+}
+
+int sits_queue_flip_events(struct sits_queue *L)
+{
+	char buf[1024];
+	ssize_t n = read(L->dfd, buf, sizeof buf);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : fail(L, SITS_OP_READ, -1);
+	for (ssize_t pos = 0; pos + (ssize_t)sizeof(struct drm_event) <= n;) {
+		struct drm_event *e = (struct drm_event *)(buf + pos);
+		pos += e->length > sizeof *e ? e->length : sizeof *e;
+		if (e->type != DRM_EVENT_FLIP_COMPLETE && e->type != DRM_EVENT_VBLANK)
+			continue;
+		struct drm_event_vblank *v = (struct drm_event_vblank *)e;
+		if (L->pending.index == SITS_Q_NONE || v->user_data != L->pending.tag)
+			continue;   /* not ours: a commit made before a mode change, say */
+		if (L->pending.index != SITS_Q_OWN) {
+			L->displayed++;
+			int64_t flip_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
+			if (flip_ns < L->pending.shown_from_ns) {
+				/* a vblank clock behind the capture clock (vkms's
+				 * overrun hrtimer in a slow VM): use arrival time */
+				L->anomalies++;
+				flip_ns = now_ns();
+			}
+			L->latency_ms[L->latency_n++] = (float)((flip_ns - L->pending.shown_from_ns) / 1e6);
+		}
+		struct sits_q_frame previous = L->on_screen;
+		L->on_screen = L->pending;
+		L->pending.index = SITS_Q_NONE;
+		L->pending.fence = -1;
+		int r = retire(L, previous);
+		if (r)
+			return r;
+	}
+	return sits_queue_try_commit(L);
+}
+
+/* Watch the DRM fd while a flip event is worth a wake-up of its own. */
+static int sync_watch(struct sits_queue *L)
+{
+	int held = 0;
+	for (uint32_t i = 0; i < L->nbufs; i++)
+		held += !L->queued[i];
+	int want = L->pending.index != SITS_Q_NONE
+		   && (L->next.index != SITS_Q_NONE || (int)L->nbufs - held < 2);
+	if (want == L->dfd_watched)
+		return 0;
+	struct epoll_event ev;
+	memset(&ev, 0, sizeof ev);
+	ev.events = EPOLLIN;
+	ev.data.fd = L->dfd;
+	if (epoll_ctl(L->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, L->dfd, &ev) < 0)
+		return fail(L, SITS_OP_EPOLL, -1);
+	L->dfd_watched = want;
+	return 0;
+}
+
+static int settle(struct sits_queue *L, int r)
+{
+	if (r)
+		return r;
+	if (L->delivered.index != SITS_Q_NONE)
+		return SITS_Q_DELIVER;
+	return L->display ? sync_watch(L) : 0;
+}
+
+int sits_queue_run(struct sits_queue *L, int timeout_ms)
+{
+	int64_t end = now_ns() + (int64_t)timeout_ms * 1000000;
+	struct epoll_event ev[8];
+	int r0 = settle(L, 0);
+	if (r0)
+		return r0;
+	for (;;) {
+		if (L->frames_limit && L->captured >= L->frames_limit)
+			return SITS_Q_FRAMES;
+		/* each pass adds at most one sample of each kind */
+		if (L->latency_n >= L->samples_cap - 2 || L->submit_n >= L->samples_cap - 2)
+			return SITS_Q_FULL;
+		int64_t left = end - now_ns();
+		if (left <= 0)
+			return SITS_Q_TIMEOUT;
+		int n = epoll_wait(L->epfd, ev, 8, (int)((left + 999999) / 1000000));
+		if (n < 0)
+			return errno == EINTR ? SITS_Q_WAKE : fail(L, SITS_OP_EPOLL, -1);
+		int wake = 0;
+		for (int i = 0; i < n; i++) {
+			int fd = ev[i].data.fd, r = 0;
+			if (fd == L->vfd && L->vfd >= 0 && (ev[i].events & EPOLLIN))
+				r = settle(L, sits_queue_capture(L));
+			else if (fd == L->dfd && L->display)
+				r = settle(L, sits_queue_flip_events(L));
+			else
+				wake = 1;   /* level-triggered: Python's poll sees it again */
+			if (r)
+				return r;
+		}
+		if (wake)
+			return SITS_Q_WAKE;
+	}
+}

@@ -1,0 +1,93 @@
+/* The frame queue of a V4L2 capture pipeline, in C: which buffer is where
+ * (with the driver, next for the display, committed, on screen, leaving the
+ * screen, held by Python's consumers) and every transition between those
+ * places. The Python pipeline (sits/pipeline/pipeline.py) drives it one event
+ * at a time, or lets sits_queue_run() take the steady state on the
+ * pipeline's own epoll fd; both use the same functions, so each rule of a
+ * frame's life is written once, here.
+ *
+ * The part between the cdef markers is also the cffi declaration of this
+ * interface (csrc/build_kernel.py reads it): declared once, no preprocessor
+ * lines inside.
+ */
+#ifndef SITS_FRAME_QUEUE_H
+#define SITS_FRAME_QUEUE_H
+
+#include <stdint.h>
+
+/* cdef-begin */
+enum {
+	SITS_Q_MAX_BUFS = 32,
+	SITS_Q_NONE = -1,       /* no frame in this slot */
+	SITS_Q_OWN = -2,        /* a commit of a buffer of Python's own (freeze frame) */
+	SITS_Q_COPY = -3,       /* a commit of a CPU copy of a captured frame (conversion path) */
+};
+
+enum {
+	SITS_Q_TIMEOUT = 0,     /* timeout_ms passed (step functions: nothing to report) */
+	SITS_Q_WAKE = 1,        /* an fd that is not the queue's is ready (signal, uevent, consumer, fence), or EINTR */
+	SITS_Q_FRAMES = 2,      /* frames_limit frames captured */
+	SITS_Q_HAND_BACK = 3,   /* the next commit is Python's (writeback, conversion) */
+	SITS_Q_RETIRE_WAIT = 4, /* a flip completed before its out-fence said signalled */
+	SITS_Q_FULL = 5,        /* the sample arrays are full */
+	SITS_Q_ERROR = 6,       /* err_op failed with err (on buffer err_index) */
+	SITS_Q_DELIVER = 7,     /* a frame for Python's consumers is in `delivered` */
+};
+
+enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5 };
+
+struct sits_q_frame {
+	int32_t index;          /* capture buffer, or SITS_Q_NONE / _OWN / _COPY */
+	uint32_t sequence, bytesused, tag;
+	int32_t fence;          /* the commit's out-fence, -1 when none or closed */
+	int64_t timestamp_ns;   /* the V4L2 buffer timestamp */
+	int64_t dequeued_ns;
+	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
+};
+
+struct sits_queue {
+	/* set by Python */
+	int32_t epfd, vfd, dfd;     /* vfd -1: nothing to queue into (stopped, camera lost) */
+	uint32_t memory, nbufs;
+	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];
+	uint32_t length[SITS_Q_MAX_BUFS];
+	uint32_t fb_id[SITS_Q_MAX_BUFS];
+	uint32_t plane_id, fb_prop, crtc_id, out_fence_prop;
+	int32_t display;            /* frames go to the display (next -> pending -> on screen) */
+	int32_t python_commits;     /* every commit is Python's (the conversion path) */
+	int32_t hold_commits;       /* no commit now (a writeback is in flight) */
+	int32_t paused;             /* no display connected: frames are dropped */
+	int32_t deliver;            /* every frame is also delivered to Python's consumers */
+	int32_t dfd_watched;        /* the DRM fd is in the epoll set */
+	int64_t frames_limit;           /* run() stops at this many frames captured (0: none) */
+	int64_t hand_back_displayed;    /* the commit made when displayed == this is Python's (-1: none) */
+	int64_t hand_back_captured;     /* ... and any commit once captured >= this (0: none) */
+	/* state */
+	struct sits_q_frame next, pending, on_screen, retire, delivered;
+	uint8_t queued[SITS_Q_MAX_BUFS];    /* with the driver */
+	uint8_t py_hold[SITS_Q_MAX_BUFS];   /* held by Python's consumers (a Frame with leases) */
+	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* QBUF refused: retried before the next DQBUF */
+	uint32_t tag;
+	int64_t captured, displayed, dropped, anomalies, last_frame_ns;
+	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
+	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
+	uint32_t last_sequence;
+	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
+	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
+	int32_t samples_cap, latency_n, submit_n;
+	int32_t err, err_op, err_index;
+};
+
+int sits_queue_run(struct sits_queue *L, int timeout_ms);
+int sits_queue_capture(struct sits_queue *L);
+int sits_queue_flip_events(struct sits_queue *L);
+int sits_queue_try_commit(struct sits_queue *L);
+void sits_queue_committed(struct sits_queue *L, int32_t kind, int32_t fence, int64_t started_ns);
+int sits_queue_retired(struct sits_queue *L);
+int sits_queue_release(struct sits_queue *L, int32_t index);
+int sits_queue_drop_next(struct sits_queue *L);
+int sits_queue_requeue_idle(struct sits_queue *L);
+int sits_queue_held(struct sits_queue *L, int32_t index);
+/* cdef-end */
+
+#endif

@@ -1,0 +1,498 @@
+"""Pipeline: one source, any number of consumers, one event loop.
+
+    pipeline = Pipeline(camera, display=display, consumers=[(cuda, "drop-oldest", 2)])
+    summary = pipeline.run(frames=300)
+
+Each dequeued frame is offered to every consumer's port (consumer.py); the
+buffer goes back to the driver only when the display and every consumer
+have released it. A V4L2 source's buffers are kept by the C frame queue
+(frame_queue.c): the display's flips and the requeue rule live there, and
+`sits_queue_run()` runs the steady state on this loop's epoll fd with one
+wake-up a frame, handing frames to Python's consumers as it goes
+(SITS_Q_DELIVER) and waking for their fds (a CUDA completion, an eventfd)
+like for any other. Any other source (a memfd producer) is dequeued here.
+
+One epoll over the source fd, the DRM fd, fences, consumers' fds, uevents
+and a stop pipe (signals): no sleeps, no busy loops. run() always cleans up
+(CRTC restored, every lease released, every fd closed), also on errors and
+signals.
+"""
+import os
+import resource
+import select
+import time
+
+from sits._kernel import lib
+from sits.errors import DeviceError, SitsError
+from sits.pipeline.consumer import PipelineContext, Port
+from sits.pipeline.frame_queue import FrameQueue, QueueError
+from sits.pipeline.stats import Summary, percentiles
+from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
+
+QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
+STOP_WAIT_S = 2.0        # the last flip, fences and consumers' work at the end: bounded
+
+
+class ConsumerError(SitsError):
+    """A consumer raised: the run stops; the message names the consumer."""
+
+
+class Pipeline:
+    def __init__(self, source, *, display=None, consumers=(), on_status=None, status_interval: float = 0.5,
+                 stall_timeout: float = 20.0, c_loop: bool = True, reconnect=None, closers=(),
+                 frames: int | None = None, duration: float | None = None, summary: Summary | None = None):
+        self.source = source
+        self.display = display
+        self.ports = [c if isinstance(c, Port) else Port(*c) if isinstance(c, tuple) else Port(c)
+                      for c in consumers]
+        self.on_status, self.status_interval = on_status, status_interval
+        self.stall_timeout = stall_timeout
+        self.c_loop = c_loop
+        self.reconnect = reconnect            # a Reconnect (reconnect.py), or None
+        self.summary = summary or Summary(memory=getattr(source, "memory", ""), device=source.path)
+        self.frames, self.duration = frames, duration     # run()'s default limits
+        self._closers = list(closers)         # owned: closed at the end, last first
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._stop_reason = None
+        self._error = None
+        self._handlers: dict[int, object] = {}
+        self._fences: set[int] = set()        # fence fds watched: work in flight
+        self._stale: set[int] = set()
+        self._poller = None
+        self.queue: FrameQueue | None = None
+        self._stats_base = CaptureStats()
+        self._dropped_base = self._gaps_base = 0
+        self._last_sequence = None
+        self._py_gaps = 0
+
+    # ------------------------------------------------------------- control
+    def request_stop(self, reason: str = "signal") -> None:
+        """Safe from a signal handler: wakes the loop, which winds down."""
+        self._stop_reason = self._stop_reason or reason
+        try:
+            os.write(self._stop_w, b"x")
+        except OSError:
+            pass
+
+    def watch(self, fd: int, callback) -> None:
+        """Call `callback()` from the loop while `fd` is readable."""
+        self._handlers[fd] = callback
+        self._poller.register(fd, select.EPOLLIN)
+
+    def unwatch(self, fd: int) -> None:
+        if self._handlers.pop(fd, None) is not None:
+            self._poller.unregister(fd)
+            self._stale.add(fd)   # its number may be reused within this poll round
+
+    def watch_fence(self, fence, callback) -> None:
+        """`callback()` once `fence` (a SyncFile, now the loop's) signals; None: at once."""
+        if fence is None:
+            callback()
+            return
+        fd = fence.fileno()
+
+        def signalled():
+            self.unwatch(fd)
+            self._fences.discard(fd)
+            fence.close()
+            callback()
+        self.watch(fd, signalled)
+        self._fences.add(fd)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_reason is not None
+
+    def fail(self, exc: BaseException) -> None:
+        self._error = self._error or exc
+        self.request_stop("error")
+
+    # ----------------------------------------------------------------- run
+    def run(self, frames: int | None = None, duration: float | None = None) -> Summary:
+        """Stream until `frames` were captured, `duration` passed, or
+        request_stop(); the summary."""
+        try:
+            self._start()
+            self._loop(frames or self.frames, duration or self.duration)
+        except BaseException:
+            self._cleanup(quiet=True)  # the first error is the one to report
+            raise
+        self._cleanup()
+        if self._error is not None:
+            raise self._error
+        return self.summary
+
+    def _start(self) -> None:
+        self._poller = select.epoll()
+        self._closers.append(self._poller)
+        self.watch(self._stop_r, lambda: os.read(self._stop_r, 64))
+        src = self.source
+        if isinstance(src, CaptureDevice):
+            self.queue = FrameQueue(self._poller.fileno())
+            self.queue.attach(src)
+            if self.display is not None:
+                self.display.attach(self.queue, src, self.watch_fence, self.handle)
+        elif self.display is not None:
+            raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
+        for port in self.ports:
+            ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail)
+            self._guard(port, port.consumer.start, ctx)
+        if self.queue is not None:
+            self.queue.L.deliver = int(bool(self.ports))
+        if self.queue is not None:
+            self._hotplug = self._monitor()
+        self.start_source(src)
+        if self.display is not None:
+            self._handlers[self.display.card.fileno()] = lambda: self._step(self.queue.flip_events)
+
+    def _watch_display(self) -> None:
+        """Python's own poll reads every flip event: the DRM fd in the epoll
+        set (C's run() takes it out and puts it back as it needs)."""
+        if self.display is not None and not self.queue.L.dfd_watched:
+            self._poller.register(self.display.card.fileno(), select.EPOLLIN)
+            self.queue.L.dfd_watched = 1
+
+    def _consumer_watch(self, port):
+        def watch(fd, callback):
+            self.watch(fd, lambda: self._guard(port, callback))
+        return watch
+
+    def _monitor(self):
+        """Uevents: the camera going and coming back, connectors changing."""
+        try:
+            from sits.pipeline.hotplug import HotplugMonitor
+            mon = HotplugMonitor()
+        except Exception:  # noqa: BLE001 - hotplug is a nicety; the chain works without it
+            return None
+        self._closers.append(mon)
+        self.watch(mon.fileno(), lambda: self._on_uevents(mon))
+        return mon
+
+    def _on_uevents(self, mon) -> None:
+        for ev in mon.read():
+            if ev.subsystem == "video4linux":
+                cap = self.source
+                if ev.action == "remove" and cap is not None and ev.devname == cap.path:
+                    self._camera_lost(None)
+                elif ev.action == "add" and ev.devname and self.reconnect is not None:
+                    self.reconnect.added(ev.devname)   # it checks who the camera is
+                continue
+            # HOTPLUG=1 from the driver; any "change" of our card is worth a
+            # re-probe too (it is cheap, and synthetic uevents look so).
+            if ev.subsystem == "drm" and (ev.hotplug or ev.action == "change") and self.display is not None:
+                self.summary.hotplug_events += 1
+                self.display.repick()
+                self._step(self.queue.try_commit)
+
+    def _camera_lost(self, exc) -> None:
+        if self._stop_reason is not None:
+            return  # stopping anyway
+        if self.reconnect is None:
+            raise DeviceError(f"{self.source.path} disconnected") from exc
+        self.reconnect.lost(self)
+
+    def start_source(self, src) -> None:
+        """Stream from `src` (the first source, or a camera come back)."""
+        self.source = src
+        self._last_frame = time.monotonic()
+        src.start()
+        self._source_watched = False
+        self._watch_source(True)
+
+    def source_gone(self) -> None:
+        """The camera vanished: its counts are kept, its fd leaves the loop."""
+        cap = self.source
+        self._watch_source(False)
+        self._stats_base.add(cap.stats)
+        self.source = None
+
+    def _watch_source(self, on: bool) -> None:
+        """The source fd in the loop, or out of it while a consumer blocks."""
+        if on == self._source_watched or self.source is None:
+            return
+        fd = self.source.fileno()
+        if on:
+            self._handlers[fd] = self._on_source
+            self._poller.register(fd, select.EPOLLIN | select.EPOLLPRI)
+        else:
+            self.unwatch(fd)
+        self._source_watched = on
+
+    # ---------------------------------------------------------------- loop
+    def _loop(self, frames, duration) -> None:
+        s = self.summary
+        start = time.monotonic()
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        deadline = start + duration if duration else None
+        last_status = start
+        self._last_frame = start
+        capturing = True
+        stop_deadline = None
+        while True:
+            now = time.monotonic()
+            if capturing and self._stop_reason is None:
+                if frames and self._captured() >= frames:
+                    self._stop_reason = "frames"
+                elif deadline and now >= deadline:
+                    self._stop_reason = "duration"
+            if (capturing and self.source is not None and self._stop_reason is None
+                    and now - self._last_seen() > self.stall_timeout):
+                raise DeviceError(f"{self.source.path}: no frame for {self.stall_timeout:.0f} s; "
+                                  "the camera stalled")
+            if self._stop_reason and capturing:
+                capturing = False
+                stop_deadline = now + STOP_WAIT_S
+                self._stop_capture()
+            if not capturing and (not self._busy() or now >= stop_deadline):
+                break
+            if self.queue is not None and self.queue.failed is not None:
+                failed, self.queue.failed = self.queue.failed, None
+                self._on_queue_error(failed)
+            self._watch_source(capturing and self.source is not None
+                               and not any(p.blocked for p in self.ports))
+            timeout = self._timeout(now, deadline if capturing else stop_deadline)
+            if self.queue is not None and self.c_loop and self.source is not None:
+                L = self.queue.L
+                L.frames_limit = frames if capturing and frames else 0
+                if self.display is not None:
+                    self.display.sync()
+                code = self.handle(self.queue.run(timeout * 1000))
+                events = self._poller.poll(0) if code == lib.SITS_Q_WAKE else []
+            else:
+                self._watch_display()
+                events = self._poller.poll(timeout)
+            self._stale.clear()
+            for fd, _ in events:
+                if fd in self._stale:
+                    continue  # closed (and its number maybe reused) earlier in this round
+                handler = self._handlers.get(fd)
+                if handler is not None:
+                    handler()
+            self._tick()
+            if self.reconnect is not None:
+                self.reconnect.poll(self, bool(events))
+            now = time.monotonic()
+            if self.on_status and now - last_status >= self.status_interval:
+                last_status = now
+                self._finish(start, cpu0)
+                self.on_status(s)
+        self._finish(start, cpu0)
+        s.stopped_by = self._stop_reason or "fence timeout"
+        wb = self.display.writeback if self.display is not None else None
+        if wb is not None:
+            s.snapshot = wb.finish()
+
+    def _timeout(self, now: float, deadline: float | None) -> float:
+        """Seconds the loop may wait: the status line, the run's deadline,
+        the consumers' deadlines, the reconnect's second."""
+        t = self.status_interval if self.on_status else QUIET_INTERVAL_S
+        if deadline:
+            t = min(t, max(0.0, deadline - now))
+        for port in self.ports:
+            c = port.consumer.timeout()
+            if c is not None:
+                t = min(t, max(0.0, c))
+        if self.reconnect is not None and self.reconnect.waiting:
+            t = min(t, 1.0)   # look for the camera at least once a second
+        return t
+
+    def _tick(self) -> None:
+        for port in self.ports:
+            t = port.consumer.timeout()
+            if t is not None and t <= 0:
+                self._guard(port, port.consumer.tick)
+            self._guard(port, port.pump)
+
+    def _busy(self) -> bool:
+        """Work still in flight at the end: a flip, a fence, a consumer's."""
+        if self.queue is not None and self.display is not None:
+            L = self.queue.L
+            if L.pending.index != lib.SITS_Q_NONE or L.retire.index != lib.SITS_Q_NONE:
+                return True
+        return bool(self._fences) or any(p.consumer.busy() for p in self.ports)
+
+    def _guard(self, port, fn, *args):
+        """Run a consumer's code; what it raises stops the run, named."""
+        try:
+            return fn(*args)
+        except SitsError:
+            raise
+        except Exception as exc:
+            raise ConsumerError(f"consumer {port.consumer.name}: {type(exc).__name__}: {exc}") from exc
+
+    # -------------------------------------------------------------- frames
+    def _on_source(self) -> None:
+        if self.queue is not None:
+            self._step(self.queue.capture)
+            return
+        frame = self.source.dequeue()
+        if frame is not None:
+            self._deliver(frame)
+
+    def _step(self, fn) -> int:
+        """One step of the frame queue, with the display's numbers current."""
+        if self.display is not None:
+            self.display.sync()
+        return self.handle(fn())
+
+    def handle(self, code: int) -> int:
+        """Act on what a step of the frame queue reported."""
+        q = self.queue
+        frame = q.take_delivered()
+        if frame is not None:
+            self._deliver(frame)
+        if self.display is not None:
+            self.display.try_freeze()
+        if code == lib.SITS_Q_HAND_BACK:
+            self.display.commit_next()
+        elif code == lib.SITS_Q_RETIRE_WAIT:
+            fd = q.L.on_screen.fence    # C's: watched, not owned
+            self.watch(fd, lambda: self._retired(fd))
+            self._fences.add(fd)
+        elif code == lib.SITS_Q_ERROR:
+            err = q.error()
+            if err.op == lib.SITS_OP_ATOMIC:
+                self.display.commit_next()   # Python's commit retries it and reports a failure
+            elif err.op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF):
+                self._on_queue_error(err)
+            else:
+                raise err.error
+        elif code == lib.SITS_Q_FRAMES:
+            self._stop_reason = self._stop_reason or "frames"
+        return code
+
+    def _retired(self, fd: int) -> None:
+        self.unwatch(fd)   # C closes it
+        self._fences.discard(fd)
+        self._step(self.queue.retired)
+        self._step(self.queue.try_commit)
+
+    def _deliver(self, frame) -> None:
+        self._last_frame = time.monotonic()
+        if self.queue is None:
+            self.summary.frames_captured += 1
+            last = self._last_sequence
+            if last is not None and frame.sequence > last + 1:
+                self._py_gaps += frame.sequence - last - 1
+            self._last_sequence = frame.sequence
+        for port in self.ports:
+            self._guard(port, port.offer, frame)
+        if not frame.holders:    # nobody took it
+            frame.lease("pipeline").release()
+
+    def _on_queue_error(self, exc: QueueError) -> None:
+        """A DQBUF or QBUF of the frame queue failed."""
+        cap = self.source
+        if cap is None:
+            return   # a lost camera's buffer: nothing to queue it into
+        if is_disconnect(exc.error):
+            self._camera_lost(exc.error)
+            return
+        if exc.op == lib.SITS_OP_DQBUF:
+            cap.dequeue_failed(exc.error)   # a fatal queue error: the queue restarts
+            return
+        raise exc.error
+
+    def _stop_capture(self) -> None:
+        if self.source is not None:
+            self._watch_source(False)
+            try:
+                self.source.stop()
+            except OSError:
+                pass
+        if self.queue is not None:
+            self.queue.drop_next()
+
+    # ------------------------------------------------------------ counters
+    def _captured(self) -> int:
+        return self.queue.L.captured if self.queue is not None else self.summary.frames_captured
+
+    def _last_seen(self) -> float:
+        if self.queue is not None and self.queue.L.last_frame_ns:
+            return max(self._last_frame, self.queue.L.last_frame_ns / 1e9)
+        return self._last_frame
+
+    def _finish(self, start, cpu0) -> None:
+        s = self.summary
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        st = CaptureStats().add(self._stats_base)
+        src = self.source
+        if src is not None:
+            st.add(src.stats)
+        q = self.queue
+        gaps = self._py_gaps
+        if q is not None:
+            L = q.L
+            s.frames_captured, s.frames_displayed, s.frames_dropped = L.captured, L.displayed, L.dropped
+            s.timestamp_anomalies = L.anomalies
+            st.dequeued += L.dequeued
+            st.buffer_errors += L.buffer_errors
+            st.requeue_errors += L.requeue_errors
+            gaps += L.sequence_gaps
+            s.latency_ms = percentiles(q.latencies)
+            s.dequeue_to_commit_ms = percentiles(q.submit_ms)
+            s.c_loop_commits = q.c_commits
+        s.duration_s = round(time.monotonic() - start, 3)
+        s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
+        s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
+        s.buffer_errors = st.buffer_errors
+        s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
+                         "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
+        s.drops = {"sequence_gap": gaps}
+        if self.display is not None:
+            s.drops["display"] = s.frames_dropped
+            if self.display.writeback is not None:
+                s.verify = dict(self.display.writeback.counts)
+        for port in self.ports:
+            s.drops[port.consumer.name] = port.drops
+            s.consumers[port.consumer.name] = port.taken
+            report = port.consumer.report()
+            if report is not None:
+                s.sections[report[0]] = report[1]
+
+    # ------------------------------------------------------------- cleanup
+    def _cleanup(self, quiet: bool = False) -> None:
+        errors = []
+        for port in self.ports:
+            port.clear()
+            try:
+                port.consumer.stop()
+            except Exception as exc:  # noqa: BLE001 - keep closing the rest
+                errors.append(exc)
+        if self.display is not None:
+            try:
+                self.display.restore()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        q = self.queue
+        if q is not None:
+            q.close_fences()
+            q.detach()
+        if self.display is not None:
+            self._handlers.pop(self.display.card.fileno(), None)   # in the epoll set or not: C's say
+        for fd in [fd for fd in self._handlers if fd != self._stop_r]:
+            self.unwatch(fd)
+        src = self.source
+        if src is not None and src.streaming:
+            try:
+                src.stop()
+            except OSError:
+                pass
+        if self.reconnect is not None:
+            self.reconnect.close()
+        if self.display is not None:
+            self.display.close()
+        for obj in reversed(self._closers):
+            try:
+                obj.close()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        self._closers.clear()
+        for fd in (self._stop_r, self._stop_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if errors and not quiet and not isinstance(errors[0], SitsError):
+            raise errors[0]
