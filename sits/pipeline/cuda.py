@@ -44,16 +44,15 @@ from typing import Callable
 from sits.cuda.formats import ALIASES, FORMATS, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
+from sits.pipeline.stats import percentiles
 
 INGESTS = ("copy", "direct")
 H2D = 1             # cudaMemcpyHostToDevice
 GPU_TIMING_EVERY = 8  # batches between two GPU timings (two timed events cost a little)
 CONVERTER_SLOTS = 3   # batches > 1 in flight at once (FrameConverter's pointer tables)
-
-
-def _percentiles(values) -> dict:
-    from sits.pipeline.capture_to_kms import percentiles
-    return percentiles(values)
+# A batch is flushed this long before its deadline: epoll waits in whole
+# milliseconds (rounded up), and the loop has other fds to serve.
+BATCH_MARGIN_S = 1.5e-3
 
 
 def cuda_format_name(fourcc: str) -> str | None:
@@ -74,11 +73,12 @@ class _Slot:
     """One capture buffer's set-up: where the GPU reads it, its graph, its
     output tensor and events."""
 
-    __slots__ = ("frame_src", "staging", "graph", "tensor", "event", "start", "memfd", "imported")
+    __slots__ = ("frame_src", "staging", "fixed", "graph", "tensor", "event", "start", "memfd", "imported")
 
     def __init__(self):
         self.frame_src = None   # what FrameConverter.convert reads for batches > 1
         self.staging = None     # device copy (ingest="copy")
+        self.fixed = None       # the FixedConversion: its pointer table lives as long as it
         self.graph = None       # ingest + kernel, one launch (batch 1)
         self.tensor = None
         self.event = None       # completes when this buffer's batch-1 conversion is done
@@ -95,7 +95,10 @@ class CudaConsumer(Consumer):
     "direct" (host-registered buffers). `staged=True` allows the CPU copy for
     buffers the GPU cannot reach. `probe` is a `sits.cuda.probe.probe()`
     answer (asked at start when None). `stop_timeout_s`: how long stop()
-    waits for batches in flight before it abandons them.
+    waits for batches in flight before it abandons them. `schedule`
+    ("blocking", "yield", "spin"; None leaves CUDA's choice): how the
+    context's waiting threads wait while the consumer runs (cuCtxSetFlags,
+    restored at stop), the driver's host-function thread among them.
     """
 
     name = "cuda"
@@ -104,7 +107,8 @@ class CudaConsumer(Consumer):
                  resize: str = "auto", crop=None, letterbox: bool = False, max_batch: int = 1,
                  latency_budget_s: float | None = None, on_batch: Callable | None = None,
                  ingest: str = "copy", staged: bool = False, probe: dict | None = None,
-                 stop_timeout_s: float = 2.0, latency_samples: int = 100_000, name: str | None = None):
+                 stop_timeout_s: float = 2.0, latency_samples: int = 100_000, schedule: str | None = None,
+                 name: str | None = None):
         if ingest not in INGESTS:
             raise UsageError(f"ingest {ingest!r} is not one of {', '.join(INGESTS)}")
         if max_batch < 1:
@@ -121,6 +125,12 @@ class CudaConsumer(Consumer):
         self.allow_staged = staged
         self.probe_answer = probe
         self.stop_timeout_s = stop_timeout_s
+        self.schedule = schedule
+        self._old_ctx_flags = None
+        if schedule is not None:
+            from sits.cuda.runtime import SCHEDULES
+            if schedule not in SCHEDULES:
+                raise UsageError(f"CUDA schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
         if name:
             self.name = name
         self.import_path = None
@@ -134,7 +144,10 @@ class CudaConsumer(Consumer):
         self.batches = 0
         self.abandoned = 0       # frames released at stop() without their conversion done
         self.dropped = 0         # frames still waiting for a batch at stop() (never converted)
+        # capture (V4L2 timestamp) -> the batch done on the GPU, per frame
         self.latencies_ms: collections.deque = collections.deque(maxlen=latency_samples)
+        # the batch done -> its leases released on the loop, per batch
+        self.release_ms: collections.deque = collections.deque(maxlen=latency_samples)
         self._gpu_ms: list[float] = []
         self._slots: list[_Slot] = []
         self._in_flight: collections.deque = collections.deque()  # items of batches not yet done
@@ -156,6 +169,9 @@ class CudaConsumer(Consumer):
         self.import_path = self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
         cp = self._cp = cupy()
+        if self.schedule is not None:
+            from sits.cuda.runtime import set_schedule
+            self._old_ctx_flags = set_schedule(self.schedule)
         from sits.cuda.convert import FrameBatch, FrameConverter
         from sits.cuda.hostmem import HostRegistry
         from sits.cuda.sink import CompletionQueue
@@ -177,7 +193,7 @@ class CudaConsumer(Consumer):
             raise
         if cap > 1:
             from sits.cuda.batcher import DynamicBatcher
-            self.batcher = DynamicBatcher(self.latency_budget_s, max_batch=cap)
+            self.batcher = DynamicBatcher(self.latency_budget_s, max_batch=cap, margin_s=BATCH_MARGIN_S)
             self._warm_up(cap)
         self.completions = CompletionQueue()
         # Every graph launched once and the wake-up path used once, before
@@ -187,7 +203,7 @@ class CudaConsumer(Consumer):
                 slot.graph.launch(self._stream)
         warm = cp.cuda.Event(disable_timing=True)
         warm.record(self._stream)
-        self.completions.watch(self._stream, warm, lambda: None)
+        self.completions.watch(self._stream, warm, lambda _done_ns: None)
         self.completions.drain()
         cp.cuda.runtime.deviceSynchronize()
         ctx.watch(self.completions.fileno(), self._on_completions)
@@ -245,19 +261,19 @@ class CudaConsumer(Consumer):
             from sits.cuda.extmem import ImportedDmabuf
             slot.imported = ImportedDmabuf(buf.dmabuf.fileno(), buf.dmabuf.size)
             slot.frame_src = slot.imported
-            fixed = conv.fixed([slot.imported])
+            slot.fixed = fixed = conv.fixed([slot.imported])
             slot.graph, slot.tensor = fixed.graph, fixed.tensor
             return slot
         slot.memfd = buf.memfd
         self.registry.register(buf.memfd)  # once per buffer, for its life here
         if self.ingest == "direct":
             slot.frame_src = HostFrame(buf.memfd)
-            fixed = conv.fixed([slot.frame_src])
+            slot.fixed = fixed = conv.fixed([slot.frame_src])
             slot.graph, slot.tensor = fixed.graph, fixed.tensor
             return slot
         slot.staging = cp.empty(nbytes, cp.uint8)
         slot.frame_src = slot.staging
-        fixed = conv.fixed([slot.staging])
+        slot.fixed = fixed = conv.fixed([slot.staging])
         host = buf.memfd.address
         stream.begin_capture()
         try:
@@ -302,12 +318,18 @@ class CudaConsumer(Consumer):
             self._flush()
 
     def timeout(self) -> float | None:
-        return None if self.batcher is None else self.batcher.timeout(time.monotonic())
+        if self.batcher is None:
+            return None
+        if len(self.batcher) and not self._ctx.source.streaming:
+            return 0.0  # capture stopped: no frame will join these
+        return self.batcher.timeout(time.monotonic())
 
     def tick(self) -> None:
-        if self.batcher is not None:
-            while self.batcher.due(time.monotonic()):
-                self._flush()
+        if self.batcher is None:
+            return
+        flush_all = not self._ctx.source.streaming
+        while len(self.batcher) and (flush_all or self.batcher.due(time.monotonic())):
+            self._flush()
 
     def busy(self) -> bool:
         return bool(self.completions) or bool(self.batcher)
@@ -348,8 +370,8 @@ class CudaConsumer(Consumer):
         self.batches += 1
         self._in_flight.append(items)
 
-        def finished(items=items, start=start, end=end, submitted=submitted):
-            self._finished(items, start, end, submitted)
+        def finished(done_ns, items=items, start=start, end=end, submitted=submitted):
+            self._finished(items, done_ns, start, end, submitted)
         self.completions.watch(stream, batch.event, finished)
         if self.on_batch is not None:
             self.on_batch(batch)
@@ -384,18 +406,20 @@ class CudaConsumer(Consumer):
 
         return np.frombuffer(buf.dmabuf.map(), dtype=np.uint8, count=nbytes)
 
-    def _finished(self, items, start, end, submitted) -> None:
-        """On the loop's thread, once the batch's event completed."""
+    def _finished(self, items, done_ns, start, end, submitted) -> None:
+        """On the loop's thread, once the batch's event completed (`done_ns`:
+        when, by the host function's CLOCK_MONOTONIC)."""
         now_ns = time.monotonic_ns()
         self._in_flight.remove(items)  # the first, but for the one stream's order
         for frame, lease in items:
-            self.latencies_ms.append((now_ns - frame.timestamp_ns) / 1e6)
+            self.latencies_ms.append((done_ns - frame.timestamp_ns) / 1e6)
             lease.release()
+        self.release_ms.append((now_ns - done_ns) / 1e6)
         self.frames += len(items)
         if start is not None:
             self._gpu_ms.append(self._cp.cuda.get_elapsed_time(start, end))
         if self.batcher is not None:
-            self.batcher.observe(len(items), now_ns / 1e9 - submitted)
+            self.batcher.observe(len(items), done_ns / 1e9 - submitted)
 
     def _on_completions(self) -> None:
         self.completions.dispatch()
@@ -429,6 +453,7 @@ class CudaConsumer(Consumer):
                 lease.release()
                 self.abandoned += 1
         self.completions.abandon()
+        self._restore_schedule()
 
     def _wait_in_flight(self, timeout_s: float) -> bool:
         """Dispatch completions until none is pending or the time is up; the
@@ -445,7 +470,14 @@ class CudaConsumer(Consumer):
                 return False
             poller.poll(max(1, int(left * 1000)))
 
+    def _restore_schedule(self) -> None:
+        if self._old_ctx_flags is not None:
+            from sits.cuda.runtime import restore_schedule
+            restore_schedule(self._old_ctx_flags)
+            self._old_ctx_flags = None
+
     def _release_gpu(self) -> None:
+        self._restore_schedule()
         for slot in self._slots:
             if slot.imported is not None:
                 slot.imported.close()
@@ -462,10 +494,12 @@ class CudaConsumer(Consumer):
             "import_path": self.import_path,
             "zero_copy": self.zero_copy,
             "ingest": self.ingest if self.import_path == "host-registered" else None,
-            "latency_ms": _percentiles(list(self.latencies_ms)),
+            "latency_ms": percentiles(list(self.latencies_ms)),
+            "release_ms": percentiles(list(self.release_ms)),
             "gpu_ms_per_batch": None if gpu is None else round(gpu, 4),
             "dropped_at_stop": self.dropped,
             "abandoned": self.abandoned,
             "registrations": self.registry.registrations if self.registry is not None else 0,
             "wake": "c" if self.completions is not None and self.completions.native else "python",
+            "schedule": self.schedule or "cuda's",
         }
