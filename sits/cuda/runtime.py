@@ -48,7 +48,7 @@ def set_schedule(name: str) -> int:
     if name not in SCHEDULES:
         from sits.errors import UsageError
         raise UsageError(f"CUDA schedule {name!r} is not one of {', '.join(SCHEDULES)}")
-    cupy()  # the primary context current on this thread
+    cupy().cuda.runtime.free(0)  # the primary context made, and current on this thread
     lib = ctypes.CDLL("libcuda.so.1")
     flags = ctypes.c_uint()
     rc = lib.cuCtxGetFlags(ctypes.byref(flags))
