@@ -20,7 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sits.cuda.formats import OutputSpec  # noqa: E402
 from sits.errors import SitsError  # noqa: E402
-from sits.pipeline.cuda import CudaConsumer, _percentiles  # noqa: E402
+from sits.pipeline.cuda import CudaConsumer  # noqa: E402
+from sits.pipeline.pipeline import Pipeline  # noqa: E402
+from sits.pipeline.stats import percentiles  # noqa: E402
 
 IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 
@@ -39,15 +41,6 @@ def source(args):
         cap.close()
         raise
     return cap
-
-
-def pipeline(src, consumer):
-    try:
-        from sits.pipeline.pipeline import Pipeline
-    except ImportError:  # before the pipeline loop is in this tree: the tests' stand-in
-        from tests.cuda.test_cuda_chain import Loop
-        return Loop(src, [consumer])
-    return Pipeline(src, consumers=[consumer])
 
 
 def main() -> int:
@@ -99,8 +92,7 @@ def main() -> int:
         print(f"feature_extraction: {exc}", file=sys.stderr)
         return exc.exit_code
     try:
-        t0 = time.monotonic_ns()
-        pipeline(src, consumer).run(frames=args.frames)
+        Pipeline(src, consumers=[consumer]).run(frames=args.frames)
     except SitsError as exc:
         print(f"feature_extraction: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -108,10 +100,10 @@ def main() -> int:
         src.close()
     rep = consumer.report()[1]
     n = len(latencies)
-    secs = (done[-1] - t0) / 1e9 if done else 0.0
-    lat = _percentiles(latencies)
+    secs = (done[-1] - done[0]) / 1e9 if len(done) > 1 else 0.0  # first to last features
+    lat = percentiles(latencies)
     print(f"{n} frames of {args.format} {args.size} from {src.path} -> ResNet-50 features {sorted(shapes)}")
-    print(f"throughput: {n / secs if secs else 0:.1f} frames/s (source {args.fps:g} fps), "
+    print(f"throughput: {(n - 1) / secs if secs else 0:.1f} frames/s (source {args.fps:g} fps), "
           f"{rep['batches']} batches, import {rep['import_path']}, zero_copy {rep['zero_copy']}")
     print(f"capture->features latency: p50 {lat['p50']} ms, p95 {lat['p95']} ms, p99 {lat['p99']} ms "
           f"(capture->tensor-ready p50 {rep['latency_ms']['p50']} ms, p99 {rep['latency_ms']['p99']} ms)")

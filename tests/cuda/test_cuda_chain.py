@@ -1,5 +1,5 @@
 """The chain on a GPU: a memfd source (the same Frame and Lease objects as
-V4L2) -> the pipeline's loop -> CudaConsumer -> tensors.
+V4L2) -> Pipeline (the one event loop) -> CudaConsumer -> tensors.
 
 Each buffer registered once, output equal to the numpy oracle, leases
 released only after the CUDA event, sequence and timestamps carried,
@@ -8,7 +8,6 @@ nothing behind, out of memory as one clear error.
 """
 import gc
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -19,8 +18,8 @@ import pytest
 
 from sits.cuda import reference as R
 from sits.cuda.formats import OutputSpec
-from sits.pipeline.consumer import PipelineContext, Port
 from sits.pipeline.cuda import CudaConsumer
+from sits.pipeline.pipeline import Pipeline
 from sits.pipeline.synthetic import SyntheticCamera
 
 pytestmark = pytest.mark.cuda
@@ -37,104 +36,12 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-class Loop:
-    """The pipeline's loop as far as a consumer sees it: Pipeline where it
-    exists; else the same contract in a few lines (one epoll; the source's
-    fd; consumers' fds through ctx.watch; timeouts; stop with the consumers'
-    work waited for, then consumer.stop())."""
-
-    def __init__(self, source, consumers):
-        self.source = source
-        self.ports = [Port(c) for c in consumers]
-        self._stop = None
-        self._ep = None
-        self._handlers = {}
-
-    def request_stop(self, reason="signal"):
-        self._stop = self._stop or reason
-
-    def run(self, frames=None, duration=None):
-        ep = self._ep = select.epoll()
-
-        def watch(fd, cb):
-            self._handlers[fd] = cb
-            ep.register(fd, select.EPOLLIN)
-
-        def unwatch(fd):
-            if self._handlers.pop(fd, None) is not None:
-                ep.unregister(fd)
-
-        def fail(exc):
-            raise exc
-        taken = 0
-        try:
-            for p in self.ports:
-                p.consumer.start(PipelineContext(self.source, watch, unwatch, fail))
-            self.source.start()
-
-            def on_source():
-                nonlocal taken
-                frame = self.source.dequeue()
-                if frame is not None:
-                    taken += 1
-                    for p in self.ports:
-                        p.offer(frame)
-            watch(self.source.fileno(), on_source)
-            end = time.monotonic() + duration if duration else None
-            while self._stop is None:
-                if frames and taken >= frames:
-                    break
-                if end and time.monotonic() >= end:
-                    break
-                t = 1.0
-                for p in self.ports:
-                    c = p.consumer.timeout()
-                    if c is not None:
-                        t = min(t, max(0.0, c))
-                for fd, _ in ep.poll(t):
-                    cb = self._handlers.get(fd)
-                    if cb is not None:
-                        cb()
-                for p in self.ports:
-                    c = p.consumer.timeout()
-                    if c is not None and c <= 0:
-                        p.consumer.tick()
-                    p.pump()
-            unwatch(self.source.fileno())
-            self.source.stop()
-            deadline = time.monotonic() + 2.0
-            while any(p.consumer.busy() for p in self.ports) and time.monotonic() < deadline:
-                for fd, _ in ep.poll(0.1):
-                    cb = self._handlers.get(fd)
-                    if cb is not None:
-                        cb()
-                for p in self.ports:
-                    p.consumer.tick()
-        finally:
-            for p in self.ports:
-                p.clear()
-                p.consumer.stop()
-            if self.source.streaming:
-                self.source.stop()
-            ep.close()
-        return dict(r for r in (p.consumer.report() for p in self.ports) if r is not None)
-
-
 def make_pipeline(source, consumers):
-    try:
-        from sits.pipeline.pipeline import Pipeline
-    except ImportError:
-        return Loop(source, consumers)
     return Pipeline(source, consumers=consumers)
 
 
 def section(summary, key):
-    if isinstance(summary, dict):
-        return summary[key]
-    try:
-        return summary[key]
-    except TypeError:
-        return summary.as_dict()[key]
+    return summary.as_dict()[key]
 
 
 class Recorder:
