@@ -296,7 +296,8 @@ def bench_graphs(cp, stream) -> dict:
     import torch
 
     from sits.cuda.convert import FrameConverter
-    from sits.cuda.hostmem import HostRegistry, MemfdBuffer
+    from sits.cuda.hostmem import HostRegistry
+    from sits.dmabuf.udmabuf import MemFd
 
     res = {}
     src = SourceFormat("YUYV", W, H)
@@ -345,7 +346,7 @@ def bench_graphs(cp, stream) -> dict:
     # sits with the ingest copy: a registered memfd frame copied to a device
     # staging buffer, then converted; the graph holds the copy and the kernel.
     reg = HostRegistry()
-    buf = MemfdBuffer.create(fb)
+    buf = MemFd.create(fb)
     buf.array[:] = noise
     hptr = reg.register(buf).device_pointer
     staging = cp.empty(fb, cp.uint8)
@@ -377,11 +378,12 @@ def bench_graphs(cp, stream) -> dict:
 # -- (d) ------------------------------------------------------------------------
 def bench_ingest(cp, stream, frames: int = 32) -> dict:
     from sits.cuda.convert import FrameConverter, HostFrame
-    from sits.cuda.hostmem import HostRegistry, MemfdBuffer
+    from sits.cuda.hostmem import HostRegistry
+    from sits.dmabuf.udmabuf import MemFd
 
     src = SourceFormat("YUYV", W, H)
     fb = src.frame_bytes
-    bufs = [MemfdBuffer.create(fb) for _ in range(frames)]
+    bufs = [MemFd.create(fb) for _ in range(frames)]
     rng = np.random.default_rng(0)
     noise = rng.integers(0, 256, fb, dtype=np.uint8)
     for b in bufs:
@@ -401,7 +403,7 @@ def bench_ingest(cp, stream, frames: int = 32) -> dict:
             cp.cuda.runtime.memcpyAsync(dev.data.ptr + i * fb, a.ctypes.data, fb, 1, stream.ptr)
     ms_page = _events_ms(cp, stream, copy_pageable, 1, repeats=3, warmup=1)
     # One copy call for the whole batch from one registered ring of frames.
-    ring = MemfdBuffer.create(frames * fb)
+    ring = MemFd.create(frames * fb)
     ring.array[:] = np.tile(noise, frames)
     ring_ptr = reg.register(ring).device_pointer
     ms_ring = _events_ms(cp, stream, lambda: cp.cuda.runtime.memcpyAsync(dev.data.ptr, ring_ptr, frames * fb, 1,
@@ -441,7 +443,8 @@ def bench_features(cp, stream, ingest_gbps: float, batch: int = 256, batches: in
     import torchvision
 
     from sits.cuda.convert import FrameConverter
-    from sits.cuda.hostmem import HostRegistry, MemfdBuffer
+    from sits.cuda.hostmem import HostRegistry
+    from sits.dmabuf.udmabuf import MemFd
 
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50(weights=None)
@@ -465,7 +468,7 @@ def bench_features(cp, stream, ingest_gbps: float, batch: int = 256, batches: in
     src = SourceFormat("YUYV", W, H)
     fb = src.frame_bytes
     reg = HostRegistry()
-    ring = MemfdBuffer.create(2 * batch * fb)  # two batches of capture frames, one registration
+    ring = MemFd.create(2 * batch * fb)  # two batches of capture frames, one registration
     noise = np.random.default_rng(1).integers(0, 256, fb, dtype=np.uint8)
     ring.array[:] = np.tile(noise, 2 * batch)
     ring_ptr = reg.register(ring).device_pointer

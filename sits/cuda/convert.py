@@ -44,7 +44,7 @@ H2D = 1  # cudaMemcpyHostToDevice
 class HostFrame:
     """A frame in host memory sits allocated (a memfd capture buffer).
 
-    `buffer` has `address` and `size` (MemfdBuffer); the frame starts at
+    `buffer` has `address` and `size` (a MemFd); the frame starts at
     `offset`. `sequence`/`timestamp_ns` are V4L2's, carried to the batch.
     """
 

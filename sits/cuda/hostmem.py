@@ -1,69 +1,21 @@
 """Host memory the GPU reads without a CPU copy: memfd buffers registered once.
 
-A capture buffer that sits allocates is a memfd (the same pages a udmabuf
-hands to V4L2). `HostRegistry.register()` maps it into the GPU's address
-space with cudaHostRegister(Mapped | Portable) the first time it is seen and
-keeps that registration for the buffer's life, never per frame; the
-registration is undone when the buffer object dies or `close()` is called.
+A capture buffer that sits allocates is a memfd (`sits.dmabuf.udmabuf.MemFd`,
+the same pages a udmabuf hands to V4L2). `HostRegistry.register()` maps it
+into the GPU's address space with cudaHostRegister(Mapped | Portable) the
+first time it is seen and keeps that registration for the buffer's life,
+never per frame; the registration is undone when the buffer object dies,
+`unregister()` or `close()` is called (before the memfd is unmapped).
 """
 from __future__ import annotations
 
-import mmap
-import os
 import weakref
 
-import numpy as np
-
-from sits.cuda.runtime import cupy
+from sits.cuda.runtime import cupy, out_of_memory
 from sits.errors import DeviceError
-from sits.fd import FdOwner
 
 CUDA_HOST_REGISTER_PORTABLE = 0x01
 CUDA_HOST_REGISTER_MAPPED = 0x02
-
-
-class MemfdBuffer(FdOwner):
-    """A memfd of `size` bytes mapped shared; `address` is where the CPU sees it."""
-
-    __slots__ = ("size", "map", "_view", "_map_finalizer")
-
-    def __init__(self, fd: int, size: int):
-        super().__init__(fd)
-        self.size = size
-        self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self._view = np.frombuffer(self.map, dtype=np.uint8)
-        self._map_finalizer = weakref.finalize(self, _close_map, self.map)
-
-    @classmethod
-    def create(cls, size: int, name: str = "sits-frame") -> "MemfdBuffer":
-        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            os.ftruncate(fd, size)
-            return cls(fd, size)
-        except BaseException:
-            os.close(fd)
-            raise
-
-    @property
-    def array(self) -> np.ndarray:
-        """The bytes as a writable uint8 array (no copy)."""
-        return self._view
-
-    @property
-    def address(self) -> int:
-        return self._view.ctypes.data
-
-    def close(self) -> None:
-        self._view = None
-        self._map_finalizer()
-        super().close()
-
-
-def _close_map(m: mmap.mmap) -> None:
-    try:
-        m.close()
-    except (BufferError, ValueError):
-        pass
 
 
 def _unregister(address: int) -> None:
@@ -99,7 +51,8 @@ class HostRegistration:
         try:
             cp.cuda.runtime.hostRegister(address, size, CUDA_HOST_REGISTER_MAPPED | CUDA_HOST_REGISTER_PORTABLE)
         except cp.cuda.runtime.CUDARuntimeError as exc:
-            raise DeviceError(f"cudaHostRegister of {size} B at {address:#x} failed: {exc}") from None
+            oom = out_of_memory(exc, f"registering {size} B of host memory")
+            raise oom or DeviceError(f"cudaHostRegister of {size} B at {address:#x} failed: {exc}") from None
         self.address = address
         self.size = size
         self._finalizer = weakref.finalize(self, _unregister, address)
@@ -121,7 +74,7 @@ class HostRegistry:
         self.registrations = 0  # how many cudaHostRegister calls were made (tests: once per buffer)
 
     def register(self, buffer) -> HostRegistration:
-        """`buffer` has `address` and `size` (MemfdBuffer) and supports weak references."""
+        """`buffer` has `address` and `size` (a MemFd) and supports weak references."""
         key = id(buffer)
         reg = self._by_buffer.get(key)
         if reg is not None and not reg.closed:

@@ -5,15 +5,13 @@ run time: `dmabuf` (cuImportExternalMemory of a dma-buf fd; meant for
 Tegra), `host-registered` (memfd pages mapped and registered with
 cuMemHostRegister(DEVICEMAP)), `staged` (a copy through a pinned bounce
 buffer, not zero-copy). It talks to libcuda through ctypes so that it needs
-neither cuda-python nor CuPy, and it never raises.
+neither cuda-python nor CuPy, and it never raises. Its dma-bufs and memfds
+come from sits' own allocators (sits.dmabuf: the binding's ioctl numbers).
 """
 from __future__ import annotations
 
 import ctypes
-import fcntl
-import mmap
 import os
-import struct
 
 CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD = 9
 CU_MEMHOSTREGISTER_PORTABLE = 0x01
@@ -22,12 +20,6 @@ CU_DEVICE_ATTRIBUTE_INTEGRATED = 18
 CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19
 
 STRATEGIES = ("dmabuf", "host-registered", "staged")
-
-# <linux/udmabuf.h>: struct udmabuf_create { u32 memfd, flags; u64 offset, size; }
-UDMABUF_CREATE = 0x40187542
-UDMABUF_FLAGS_CLOEXEC = 0x01
-# <linux/dma-heap.h>: struct dma_heap_allocation_data { u64 len; u32 fd, fd_flags; u64 heap_flags; }
-DMA_HEAP_IOCTL_ALLOC = 0xC0184800
 
 PROBE_BYTES = 2 * 1024 * 1024
 
@@ -78,124 +70,94 @@ def _load_driver() -> tuple[_Driver | None, str | None]:
         return None, f"no CUDA driver (libcuda.so.1 could not be loaded: {exc})"
 
 
-def _memfd(size: int) -> int:
-    fd = os.memfd_create("sits-cuda-probe", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
-    try:
-        os.ftruncate(fd, size)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _dmabuf_from_udmabuf(memfd: int, size: int) -> int:
-    dev = os.open("/dev/udmabuf", os.O_RDWR | os.O_CLOEXEC)
-    try:
-        # udmabuf wants the memfd sealed against shrinking.
-        fcntl.fcntl(memfd, 1033, 0x0002)  # F_ADD_SEALS, F_SEAL_SHRINK
-        arg = struct.pack("IIQQ", memfd, UDMABUF_FLAGS_CLOEXEC, 0, size)
-        return _ioctl_int(dev, UDMABUF_CREATE, arg)
-    finally:
-        os.close(dev)
-
-
-def _ioctl_int(fd: int, request: int, arg: bytes) -> int:
-    # UDMABUF_CREATE returns the new fd as the ioctl's value; Python's fcntl.ioctl
-    # hides it for a bytes argument, so go through libc.
-    libc = ctypes.CDLL(None, use_errno=True)
-    buf = ctypes.create_string_buffer(arg, len(arg))
-    rc = libc.ioctl(fd, ctypes.c_ulong(request), buf)
-    if rc < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-    return rc
-
-
-def _dmabuf_from_heap(size: int) -> int:
-    heap = os.open("/dev/dma_heap/system", os.O_RDWR | os.O_CLOEXEC)
-    try:
-        buf = bytearray(struct.pack("QIIQ", size, 0, os.O_RDWR | os.O_CLOEXEC, 0))
-        fcntl.ioctl(heap, DMA_HEAP_IOCTL_ALLOC, buf)
-        return struct.unpack("QIIQ", bytes(buf))[1]
-    finally:
-        os.close(heap)
-
-
-def _dmabuf_source() -> tuple[int | None, str, list[str]]:
-    """A dma-buf fd to probe with, the source's name, and why others failed."""
+def _dmabuf_source():
+    """A dma-buf to probe with (a DmaBuf from sits' allocators), the source's
+    name, and why the others failed."""
     why = []
-    if os.path.exists("/dev/udmabuf"):
-        memfd = _memfd(PROBE_BYTES)
+    try:
+        from sits.dmabuf.heap import DmaHeap
+        from sits.dmabuf.udmabuf import Udmabuf
+    except ImportError as exc:  # the kernel binding is not built: no allocator to ask
+        return None, "", [f"dma-buf allocators unavailable ({exc})"]
+    from sits.errors import SitsError
+
+    for name, open_allocator in (("udmabuf", Udmabuf.open), ("dma_heap/system", lambda: DmaHeap.open("system"))):
         try:
-            return _dmabuf_from_udmabuf(memfd, PROBE_BYTES), "udmabuf", why
-        except OSError as exc:
-            why.append(f"/dev/udmabuf: {exc.strerror}")
-        finally:
-            os.close(memfd)
-    else:
-        why.append("/dev/udmabuf: absent")
-    if os.path.exists("/dev/dma_heap/system"):
-        try:
-            return _dmabuf_from_heap(PROBE_BYTES), "dma_heap/system", why
-        except OSError as exc:
-            why.append(f"/dev/dma_heap/system: {exc.strerror}")
-    else:
-        why.append("/dev/dma_heap/system: absent")
+            with open_allocator() as allocator:
+                return allocator.alloc(PROBE_BYTES), name, why
+        except (OSError, SitsError) as exc:
+            why.append(str(exc))
     return None, "", why
 
 
-def _import_dmabuf(drv: _Driver, fd: int, size: int) -> str | None:
-    """cuImportExternalMemory(DMABUF_FD) + a mapped buffer; None on success, else the error."""
+def import_dmabuf(drv: _Driver, fd: int, size: int) -> tuple[ctypes.c_void_p, int]:
+    """cuImportExternalMemory(DMABUF_FD) of `fd` and its first `size` bytes
+    as a mapped buffer: (external memory, device pointer). The context must
+    be current; raises _CudaCallFailed. `fd` stays the caller's (a dup is
+    imported, which the driver owns once the import succeeds)."""
     desc = _ExternalMemoryHandleDesc()
     desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD
-    desc.fd = os.dup(fd)  # the driver owns the fd after a successful import
+    desc.fd = os.dup(fd)
     desc.size = size
     ext = ctypes.c_void_p()
     rc = drv.call("cuImportExternalMemory", ctypes.byref(ext), ctypes.byref(desc))
     if rc != 0:
         os.close(desc.fd)
-        return drv.error_name(rc)
+        raise _CudaCallFailed("cuImportExternalMemory", drv.error_name(rc))
     try:
         bdesc = _ExternalMemoryBufferDesc(0, size, 0)
         dptr = ctypes.c_ulonglong()
-        rc = drv.call("cuExternalMemoryGetMappedBuffer", ctypes.byref(dptr), ext, ctypes.byref(bdesc))
-        if rc != 0:
-            return f"cuExternalMemoryGetMappedBuffer: {drv.error_name(rc)}"
-        drv.call("cuMemFree_v2", dptr)
-        return None
-    finally:
+        drv.check("cuExternalMemoryGetMappedBuffer", ctypes.byref(dptr), ext, ctypes.byref(bdesc))
+    except BaseException:
         drv.call("cuDestroyExternalMemory", ext)
+        raise
+    return ext, dptr.value
+
+
+def release_dmabuf(drv: _Driver, ext: ctypes.c_void_p, dptr: int) -> None:
+    """Undo import_dmabuf: the mapping, then the external memory."""
+    drv.call("cuMemFree_v2", ctypes.c_ulonglong(dptr))
+    drv.call("cuDestroyExternalMemory", ext)
+
+
+def _import_dmabuf(drv: _Driver, fd: int, size: int) -> str | None:
+    """Whether import_dmabuf works for `fd`: None on success, else the error."""
+    try:
+        ext, dptr = import_dmabuf(drv, fd, size)
+    except _CudaCallFailed as exc:
+        return exc.error if exc.fn == "cuImportExternalMemory" else str(exc)
+    release_dmabuf(drv, ext, dptr)
+    return None
 
 
 def _probe_dmabuf(drv: _Driver) -> dict:
-    fd, source, why = _dmabuf_source()
-    if fd is None:
+    buf, source, why = _dmabuf_source()
+    if buf is None:
         # No dma-buf exporter here (a discrete-GPU server has neither udmabuf
         # nor dma-heaps). Ask the driver anyway with a memfd, which is not a
         # dma-buf, and report its answer as such.
-        memfd = _memfd(PROBE_BYTES)
+        fd = os.memfd_create("sits-cuda-probe", os.MFD_CLOEXEC)
         try:
-            err = _import_dmabuf(drv, memfd, PROBE_BYTES)
+            os.ftruncate(fd, PROBE_BYTES)
+            err = _import_dmabuf(drv, fd, PROBE_BYTES)
         finally:
-            os.close(memfd)
+            os.close(fd)
         return {"supported": False, "error": "no dma-buf source to probe (" + "; ".join(why) + ")",
                 "source": None, "memfd_answer": err or "CUDA_SUCCESS (a memfd is not a dma-buf)"}
-    try:
-        err = _import_dmabuf(drv, fd, PROBE_BYTES)
-    finally:
-        os.close(fd)
+    with buf:
+        err = _import_dmabuf(drv, buf.fileno(), PROBE_BYTES)
     return {"supported": err is None, "error": err, "source": source}
 
 
 def _probe_host_register(drv: _Driver) -> dict:
-    memfd = _memfd(PROBE_BYTES)
+    """cuMemHostRegister of a memfd's shared mapping, as capture buffers are
+    registered (sits.cuda.hostmem), and whether the GPU sees what the CPU wrote."""
     try:
-        mm = mmap.mmap(memfd, PROBE_BYTES, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        os.close(memfd)
-    try:
-        cbuf = (ctypes.c_char * PROBE_BYTES).from_buffer(mm)
-        host = ctypes.addressof(cbuf)
+        from sits.dmabuf.udmabuf import MemFd
+    except ImportError as exc:
+        return {"supported": False, "error": f"sits' memfd buffers unavailable ({exc})"}
+    with MemFd.create(PROBE_BYTES, "sits-cuda-probe") as memfd:
+        host = memfd.address
         rc = drv.call("cuMemHostRegister_v2", ctypes.c_void_p(host), ctypes.c_size_t(PROBE_BYTES),
                       CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE)
         if rc != 0:
@@ -205,19 +167,16 @@ def _probe_host_register(drv: _Driver) -> dict:
             drv.check("cuMemHostGetDevicePointer_v2", ctypes.byref(dptr), ctypes.c_void_p(host), 0)
             # Data written by the CPU after registration must be what the GPU reads.
             pattern = bytes(range(256)) * 16
-            mm[:len(pattern)] = pattern
+            memfd.map()[:len(pattern)] = pattern
             back = ctypes.create_string_buffer(len(pattern))
             drv.check("cuMemcpyDtoH_v2", back, dptr, ctypes.c_size_t(len(pattern)))
             visible = back.raw == pattern
             return {"supported": visible, "error": None if visible else "data written by the CPU not seen",
                     "device_pointer_is_host_pointer": dptr.value == host}
+        except _CudaCallFailed as exc:
+            return {"supported": False, "error": str(exc)}
         finally:
             drv.call("cuMemHostUnregister", ctypes.c_void_p(host))
-    except _CudaCallFailed as exc:
-        return {"supported": False, "error": str(exc)}
-    finally:
-        del cbuf
-        mm.close()
 
 
 def probe(device: int = 0) -> dict:

@@ -35,6 +35,37 @@ def cupy():
     return _load()
 
 
+# CU_CTX_SCHED_*: how a thread waiting for the GPU waits (cuCtxSetFlags)
+SCHEDULES = {"auto": 0x0, "spin": 0x1, "yield": 0x2, "blocking": 0x4}
+_SCHED_MASK = 0x7
+
+
+def set_schedule(name: str) -> int:
+    """Make threads that wait for this thread's current context (the driver's
+    own, that run host functions, too) wait as `name` says; returns the
+    context's previous flags, for restore_schedule()."""
+    import ctypes
+
+    if name not in SCHEDULES:
+        from sits.errors import UsageError
+        raise UsageError(f"CUDA schedule {name!r} is not one of {', '.join(SCHEDULES)}")
+    cupy().cuda.runtime.free(0)  # the primary context made, and current on this thread
+    lib = ctypes.CDLL("libcuda.so.1")
+    flags = ctypes.c_uint()
+    rc = lib.cuCtxGetFlags(ctypes.byref(flags))
+    if rc == 0:
+        rc = lib.cuCtxSetFlags(ctypes.c_uint((flags.value & ~_SCHED_MASK) | SCHEDULES[name]))
+    if rc != 0:
+        raise DeviceError(f"cuCtxSetFlags({name}) failed: CUresult {rc}")
+    return flags.value
+
+
+def restore_schedule(flags: int) -> None:
+    import ctypes
+
+    ctypes.CDLL("libcuda.so.1").cuCtxSetFlags(ctypes.c_uint(flags))
+
+
 def out_of_memory(exc: BaseException, what: str) -> CudaOutOfMemory | None:
     """A CudaOutOfMemory for `exc` if it is CuPy's or the driver's OOM, else None."""
     text = f"{type(exc).__name__}: {exc}"

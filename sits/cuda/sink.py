@@ -1,16 +1,22 @@
 """Bridging CUDA completion to the pipeline's one poll loop.
 
 The capture pipeline hands frames to a `CudaFrameSink` with `submit(frame,
-on_done)`; `on_done()` (typically `lease.release`) is called only after the
-CUDA work that reads the frame has completed, never earlier, and always
-from the poll loop's thread (inside `dispatch()`), never from a CUDA thread.
+on_done)`; `on_done(done_ns)` (typically releasing a lease) is called only
+after the CUDA work that reads the frame has completed, never earlier, and
+always from the poll loop's thread (inside `dispatch()`), never from a CUDA
+thread.
 
 How the loop learns of completion without busy-waiting: after each batch
 the sink records a CUDA event and enqueues a host function on the stream
-that writes to an eventfd; `fileno()` is that eventfd. The host function is
-only a wake-up: `dispatch()` releases exactly the frames whose events
-cuEventQuery reports complete. Deadline-driven batching uses `timeout()`
-as the select timeout.
+that writes a completion record {id, CLOCK_MONOTONIC ns} to a pipe;
+`fileno()` is the pipe's read end. The host function runs once the work
+before it on the stream is done, so its clock says when the batch was
+ready, however late the loop reads it; release is still decided by
+cuEventQuery. It is C (`sits_completion_host_fn` in the kernel binding,
+launched with cuLaunchHostFunc), so the CUDA thread that runs it never
+waits for the GIL; without the binding, a Python function writes the same
+record through CuPy. Deadline-driven batching uses `timeout()` as the
+select timeout.
 
     sel.register(sink, EVENT_READ)
     while running:
@@ -21,63 +27,149 @@ as the select timeout.
 from __future__ import annotations
 
 import collections
+import ctypes
+import functools
 import os
+import struct
 import time
 from typing import Callable
 
 from sits.cuda.batcher import DynamicBatcher
 from sits.cuda.convert import FrameBatch, FrameConverter
+from sits.errors import DeviceError
 from sits.fd import FdOwner
 
 
+RECORD = struct.Struct("=QQ")  # struct sits_completion: id, done_ns
+
+
+@functools.cache
+def _native_wake():
+    """(cuLaunchHostFunc, the address of the binding's C host function), or
+    None where the binding or the driver lacks either."""
+    try:
+        from sits._kernel import ffi, lib
+        fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, "sits_completion_host_fn")))
+        launch = ctypes.CDLL("libcuda.so.1").cuLaunchHostFunc
+    except (ImportError, AttributeError, OSError):
+        return None
+    launch.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    launch.restype = ctypes.c_int
+    return launch, fn
+
+
 class CompletionQueue(FdOwner):
-    """Callbacks that wait for CUDA events; the eventfd wakes the poll loop."""
+    """Callbacks that wait for CUDA events; a pipe of completion records
+    wakes the poll loop. `callback(done_ns)` gets the host function's clock."""
 
-    __slots__ = ("_pending", "_wake_cb")
+    __slots__ = ("_pending", "_done_at", "_write", "_wake_cb", "_native", "_streams", "_next_id",
+                 "launched", "woken")
 
-    def __init__(self):
-        super().__init__(os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
-        self._pending: collections.deque = collections.deque()
-        fd = self._fd
+    def __init__(self, native: bool = True):
+        r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        super().__init__(r)
+        self._write = FdOwner(w)
+        self._pending: collections.deque = collections.deque()  # (id, event, callback)
+        self._done_at: dict[int, int] = {}  # id -> done_ns, records read ahead of their turn
+        self._native = _native_wake() if native else None
+        self._streams: dict = {}  # ptr -> stream that has host functions of ours
+        self._next_id = 0
+        self.launched = 0  # host functions enqueued
+        self.woken = 0     # ... and their records read
 
-        def wake(_arg, fd=fd):  # runs on a CUDA driver thread: no CUDA calls here
+        def wake(arg, fd=w):  # runs on a CUDA driver thread: no CUDA calls here
             try:
-                os.eventfd_write(fd, 1)
+                os.write(fd, RECORD.pack(arg, time.monotonic_ns()))
             except OSError:
                 pass
         self._wake_cb = wake
 
-    def watch(self, stream, event, callback: Callable[[], None]) -> None:
-        """Call `callback` from `dispatch()` once `event` (recorded on `stream`) completes."""
-        self._pending.append((event, callback))
-        stream.launch_host_func(self._wake_cb, None)
+    @property
+    def native(self) -> bool:
+        """The wake-up is the binding's C host function (no GIL on the CUDA thread)."""
+        return self._native is not None
+
+    def watch(self, stream, event, callback: Callable[[int], None]) -> None:
+        """Call `callback(done_ns)` from `dispatch()` once `event` (recorded on
+        `stream`) completes."""
+        ident = self._next_id
+        self._next_id = (ident + 1) & 0x7FFFFFFF  # in the host function's arg above the fd
+        self._pending.append((ident, event, callback))
+        if self._native is not None:
+            launch, fn = self._native
+            rc = launch(stream.ptr, fn, (ident << 32) | self._write.fileno())
+            if rc != 0:
+                raise DeviceError(f"cuLaunchHostFunc failed: CUresult {rc}")
+        else:
+            stream.launch_host_func(self._wake_cb, ident)
+        self._streams[stream.ptr] = stream
+        self.launched += 1
 
     def __len__(self) -> int:
         return len(self._pending)
 
+    def _read_records(self) -> None:
+        while True:
+            try:
+                data = os.read(self._fd, 4096 * RECORD.size)
+            except BlockingIOError:
+                return
+            for ident, done_ns in RECORD.iter_unpack(data):
+                self._done_at[ident] = done_ns
+            self.woken += len(data) // RECORD.size
+            if len(data) < 4096 * RECORD.size:
+                return
+
     def dispatch(self) -> int:
         """Run the callbacks whose events completed; returns how many ran."""
-        try:
-            os.eventfd_read(self.fileno())
-        except BlockingIOError:
-            pass
+        self._read_records()
+        done_at, pending = self._done_at, self._pending
         ran = 0
-        keep = collections.deque()
-        while self._pending:
-            event, callback = self._pending.popleft()
-            if event.done:
-                callback()
-                ran += 1
-            else:
-                keep.append((event, callback))
-        self._pending = keep
+        while pending:  # events complete in stream order, mostly
+            ident, event, callback = pending[0]
+            if ident not in done_at and not event.done:
+                break
+            pending.popleft()
+            callback(done_at.pop(ident, None) or time.monotonic_ns())
+            ran += 1
+        if len(pending) > 1:  # several streams: a later one may be done first
+            keep = collections.deque()
+            while pending:
+                ident, event, callback = pending.popleft()
+                if ident in done_at or event.done:
+                    callback(done_at.pop(ident, None) or time.monotonic_ns())
+                    ran += 1
+                else:
+                    keep.append((ident, event, callback))
+            self._pending = keep
         return ran
 
     def drain(self) -> int:
         """Wait for every watched event, then run all callbacks (shutdown)."""
-        for event, _ in self._pending:
+        for _, event, _ in self._pending:
             event.synchronize()
         return self.dispatch()
+
+    def abandon(self) -> None:
+        """Forget the pending callbacks without running them, and leave the
+        pipe open: a host function of ours may still write to it."""
+        self._pending.clear()
+        self._streams.clear()
+        self._write.detach()
+        self.detach()
+
+    def close(self) -> None:
+        """Close the pipe once no host function of ours can still write to it
+        (a closed fd's number may be reused by then)."""
+        if self.closed:
+            return
+        self._read_records()
+        if self.woken < self.launched:
+            for stream in self._streams.values():
+                stream.synchronize()
+        self._streams.clear()
+        self._write.close()
+        super().close()
 
 
 class CudaFrameSink:
@@ -103,6 +195,7 @@ class CudaFrameSink:
         return self.completions.fileno()
 
     def submit(self, frame, on_done: Callable[[], None]) -> None:
+        """`on_done()` runs once the frame's batch is done (on dispatch())."""
         now = self.clock()
         self.batcher.add((frame, on_done), now)
         if self.batcher.due(now):
@@ -128,7 +221,7 @@ class CudaFrameSink:
         started = self.clock()
         batch = self.converter.convert(frames)
 
-        def finished(dones=dones, n=len(items), started=started):
+        def finished(_done_ns, dones=dones, n=len(items), started=started):
             self.batcher.observe(n, self.clock() - started)
             for done in dones:
                 done()

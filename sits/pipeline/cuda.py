@@ -1,0 +1,505 @@
+"""The CUDA stage as a pipeline consumer: capture buffers -> model-ready tensors.
+
+    consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16", mean=..., std=...),
+                            on_batch=lambda batch: model(torch.from_dlpack(batch)))
+    Pipeline(source, consumers=[consumer]).run(duration=10)
+
+`start()` picks how the GPU reaches the capture buffers, asked of the driver
+(`sits.cuda.probe`), never assumed, and refuses before streaming when it
+cannot (a UsageError that names the memory that can):
+
+* ``dmabuf``: where the driver imports dma-bufs (Tegra), each buffer is
+  imported once (cuImportExternalMemory) and read in place;
+* ``host-registered``: memfd-backed buffers (udmabuf, the synthetic source)
+  are registered once each (cuMemHostRegister); the GPU reads the captured
+  pages over PCIe, by the copy engine into a device staging buffer
+  (``ingest="copy"``) or by the kernel itself (``ingest="direct"``);
+* ``staged``: the CPU copies each frame into a pinned bounce buffer
+  (``zero_copy: false``): memfd buffers the driver will not register, or
+  dma-bufs without import when asked for (``staged=True``).
+
+Each capture buffer gets one fixed conversion, set up once: its ingest and
+the fused kernel as one CUDA graph writing that buffer's own output tensor,
+so a frame at batch 1 costs one cuGraphLaunch. Batches of more than one
+frame (a latency budget: the DynamicBatcher) go through
+FrameConverter.convert, each into a tensor of its own. A batch carries its
+frames' V4L2 sequence numbers and timestamps; `on_batch(batch)` sees it as
+soon as its work is enqueued (order GPU work after it with DLPack or
+`batch.wait(stream)`). A batch-1 tensor belongs to its capture buffer: it
+is written again when that buffer's next frame is converted, at least
+len(buffers) frames later.
+
+A frame's lease is released only once its batch's CUDA event has completed,
+on the loop's thread: a C host function after each batch writes an eventfd
+that the pipeline's loop watches (sits.cuda.sink.CompletionQueue).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import select
+import time
+from typing import Callable
+
+from sits.cuda.formats import ALIASES, FORMATS, OutputSpec, SourceFormat, make_plan
+from sits.errors import DeviceError, UsageError
+from sits.pipeline.consumer import Consumer
+from sits.pipeline.stats import percentiles
+
+INGESTS = ("copy", "direct")
+H2D = 1             # cudaMemcpyHostToDevice
+GPU_TIMING_EVERY = 8  # batches between two GPU timings (two timed events cost a little)
+CONVERTER_SLOTS = 3   # batches > 1 in flight at once (FrameConverter's pointer tables)
+# A batch is flushed this long before its deadline: epoll waits in whole
+# milliseconds (rounded up), and the loop has other fds to serve.
+BATCH_MARGIN_S = 1.5e-3
+
+
+def cuda_format_name(fourcc: str) -> str | None:
+    """The CUDA stage's name for a V4L2 fourcc, or None when it cannot take it."""
+    name = ALIASES.get(fourcc.upper(), fourcc.upper())
+    return name if name in FORMATS else None
+
+
+def supported_formats() -> str:
+    """The V4L2 fourccs the CUDA stage takes, with its name where it differs."""
+    from sits.formats import FORMATS as PIXEL_FORMATS
+
+    v4l2 = {f.name: f.v4l2 for f in PIXEL_FORMATS}
+    return ", ".join(f"{v4l2[n]} ({n})" if n in v4l2 and v4l2[n] != n else n for n in FORMATS)
+
+
+class _Slot:
+    """One capture buffer's set-up: where the GPU reads it, its graph, its
+    output tensor and events."""
+
+    __slots__ = ("frame_src", "staging", "fixed", "graph", "tensor", "event", "start", "memfd", "imported")
+
+    def __init__(self):
+        self.frame_src = None   # what FrameConverter.convert reads for batches > 1
+        self.staging = None     # device copy (ingest="copy")
+        self.fixed = None       # the FixedConversion: its pointer table lives as long as it
+        self.graph = None       # ingest + kernel, one launch (batch 1)
+        self.tensor = None
+        self.event = None       # completes when this buffer's batch-1 conversion is done
+        self.start = None       # timing event before it
+        self.memfd = None
+        self.imported = None    # ImportedDmabuf
+
+
+class CudaConsumer(Consumer):
+    """Converts every frame into the output spec's tensor; see the module doc.
+
+    `max_batch` > 1 needs `latency_budget_s` (frames wait at most that long,
+    capture to tensor-ready, less the batcher's margin). `ingest`: "copy" or
+    "direct" (host-registered buffers). `staged=True` allows the CPU copy for
+    buffers the GPU cannot reach. `probe` is a `sits.cuda.probe.probe()`
+    answer (asked at start when None). `stop_timeout_s`: how long stop()
+    waits for batches in flight before it abandons them. `schedule`
+    ("blocking", "yield", "spin"; None leaves CUDA's choice): how the
+    context's waiting threads wait while the consumer runs (cuCtxSetFlags,
+    restored at stop), the driver's host-function thread among them.
+    """
+
+    name = "cuda"
+
+    def __init__(self, output: OutputSpec, *, matrix: str = "bt709", range: str = "limited",
+                 resize: str = "auto", crop=None, letterbox: bool = False, max_batch: int = 1,
+                 latency_budget_s: float | None = None, on_batch: Callable | None = None,
+                 ingest: str = "copy", staged: bool = False, probe: dict | None = None,
+                 stop_timeout_s: float = 2.0, latency_samples: int = 100_000, schedule: str | None = None,
+                 name: str | None = None):
+        if ingest not in INGESTS:
+            raise UsageError(f"ingest {ingest!r} is not one of {', '.join(INGESTS)}")
+        if max_batch < 1:
+            raise UsageError(f"max batch {max_batch} is not positive")
+        if max_batch > 1 and latency_budget_s is None:
+            raise UsageError("batches of more than one frame need a latency budget (latency_budget_s)")
+        output.validate()
+        self.output = output
+        self.plan_options = dict(matrix=matrix, range=range, resize=resize, crop=crop, letterbox=letterbox)
+        self.max_batch = max_batch
+        self.latency_budget_s = latency_budget_s
+        self.on_batch = on_batch
+        self.ingest = ingest
+        self.allow_staged = staged
+        self.probe_answer = probe
+        self.stop_timeout_s = stop_timeout_s
+        self.schedule = schedule
+        self._old_ctx_flags = None
+        if schedule is not None:
+            from sits.cuda.runtime import SCHEDULES
+            if schedule not in SCHEDULES:
+                raise UsageError(f"CUDA schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if name:
+            self.name = name
+        self.import_path = None
+        self.zero_copy = None
+        self.plan = None
+        self.converter = None
+        self.registry = None
+        self.completions = None
+        self.batcher = None
+        self.frames = 0          # frames converted (their leases released after the event)
+        self.batches = 0
+        self.abandoned = 0       # frames released at stop() without their conversion done
+        self.dropped = 0         # frames still waiting for a batch at stop() (never converted)
+        # capture (V4L2 timestamp) -> the batch done on the GPU, per frame
+        self.latencies_ms: collections.deque = collections.deque(maxlen=latency_samples)
+        # the batch done -> its leases released on the loop, per batch
+        self.release_ms: collections.deque = collections.deque(maxlen=latency_samples)
+        self._gpu_ms: list[float] = []
+        self._slots: list[_Slot] = []
+        self._in_flight: collections.deque = collections.deque()  # items of batches not yet done
+        self._ctx = None
+        self._stream = None
+        self._cp = None
+        self._stopping = False
+
+    # ------------------------------------------------------------ set-up
+    def start(self, ctx) -> None:
+        """Plan the conversion for the source's format, choose the import path,
+        register / import every capture buffer once and build its graph."""
+        from sits.cuda.runtime import CudaOutOfMemory, cupy, out_of_memory
+
+        self._ctx = ctx
+        self._stopping = False
+        fmt, buffers = ctx.format, list(ctx.buffers)
+        self.plan = self._make_plan(ctx, fmt)
+        self.import_path = self._choose_path(ctx, buffers)
+        self.zero_copy = self.import_path != "staged"
+        cp = self._cp = cupy()
+        if self.schedule is not None:
+            from sits.cuda.runtime import set_schedule
+            self._old_ctx_flags = set_schedule(self.schedule)
+        from sits.cuda.convert import FrameBatch, FrameConverter
+        from sits.cuda.hostmem import HostRegistry
+        from sits.cuda.sink import CompletionQueue
+
+        # A batch must leave a buffer for the driver to fill.
+        cap = max(1, min(self.max_batch, len(buffers) - 1))
+        self._batch_type = FrameBatch
+        self.registry = HostRegistry()
+        try:
+            self.converter = FrameConverter(self.plan, max_batch=cap, slots=CONVERTER_SLOTS, registry=self.registry)
+            self._stream = self.converter.stream
+            self._slots = [self._set_up(b) for b in buffers]
+        except BaseException as exc:
+            self._release_gpu()
+            oom = None if isinstance(exc, CudaOutOfMemory) else out_of_memory(
+                exc, f"setting up the CUDA stage for {len(buffers)} buffers")
+            if oom:
+                raise oom from None
+            raise
+        if cap > 1:
+            from sits.cuda.batcher import DynamicBatcher
+            self.batcher = DynamicBatcher(self.latency_budget_s, max_batch=cap, margin_s=BATCH_MARGIN_S)
+            self._warm_up(cap)
+        self.completions = CompletionQueue()
+        # Every graph launched once and the wake-up path used once, before
+        # the first frame: first launches cost more than the rest.
+        for slot in self._slots:
+            if slot.graph is not None:
+                slot.graph.launch(self._stream)
+        warm = cp.cuda.Event(disable_timing=True)
+        warm.record(self._stream)
+        self.completions.watch(self._stream, warm, lambda _done_ns: None)
+        self.completions.drain()
+        cp.cuda.runtime.deviceSynchronize()
+        ctx.watch(self.completions.fileno(), self._on_completions)
+
+    def _make_plan(self, ctx, fmt):
+        name = cuda_format_name(fmt.fourcc)
+        if name is None:
+            raise UsageError(f"{ctx.source.path}: the CUDA stage cannot take {fmt.fourcc} frames; "
+                             f"it takes {supported_formats()}")
+        src = SourceFormat(name, fmt.width, fmt.height, bytesperline=fmt.bytesperline)
+        try:
+            plan = make_plan(src, self.output, **self.plan_options)
+        except UsageError as exc:
+            raise UsageError(f"{ctx.source.path}: {fmt.fourcc} {fmt.width}x{fmt.height} for the CUDA stage: "
+                             f"{exc}") from None
+        if fmt.sizeimage < src.frame_bytes:
+            raise UsageError(f"{ctx.source.path}: sizeimage {fmt.sizeimage} B is smaller than a "
+                             f"{fmt.fourcc} {fmt.width}x{fmt.height} frame ({src.frame_bytes} B)")
+        return plan
+
+    def _choose_path(self, ctx, buffers) -> str:
+        """dmabuf where the driver imports them, host-registered for memfd
+        buffers, staged only where it is the honest answer; else refuse."""
+        answer = self.probe_answer
+        if answer is None:
+            from sits.cuda.probe import probe
+            answer = self.probe_answer = probe()
+        if not answer.get("available"):
+            raise DeviceError(f"the CUDA stage needs a GPU: {answer.get('reason')}")
+        memfds = all(b.memfd is not None for b in buffers)
+        dmabufs = all(b.dmabuf is not None for b in buffers)
+        if dmabufs and answer.get("dmabuf_import", {}).get("supported"):
+            return "dmabuf"
+        if memfds:
+            # Registration refused: the pages are still ours to copy from.
+            return "host-registered" if answer.get("host_register", {}).get("supported") else "staged"
+        if dmabufs and self.allow_staged:
+            return "staged"
+        why = answer.get("dmabuf_import", {}).get("error") or "not supported"
+        raise UsageError(f"{ctx.source.path}: {ctx.memory} buffers cannot reach this GPU without a CPU copy "
+                         f"(dma-buf import: {why}); use udmabuf buffers (--memory udmabuf: memfd pages, "
+                         "registered with CUDA once), or allow the staged copy")
+
+    def _set_up(self, buf) -> _Slot:
+        cp, conv, stream = self._cp, self.converter, self._stream
+        nbytes = self.plan.src.frame_bytes
+        slot = _Slot()
+        slot.event = cp.cuda.Event(disable_timing=False)
+        slot.start = cp.cuda.Event(disable_timing=False)
+        if self.import_path == "staged":
+            return slot  # converted per frame through the bounce buffer
+        from sits.cuda.convert import HostFrame
+
+        if self.import_path == "dmabuf":
+            from sits.cuda.extmem import ImportedDmabuf
+            slot.imported = ImportedDmabuf(buf.dmabuf.fileno(), buf.dmabuf.size)
+            slot.frame_src = slot.imported
+            slot.fixed = fixed = conv.fixed([slot.imported])
+            slot.graph, slot.tensor = fixed.graph, fixed.tensor
+            return slot
+        slot.memfd = buf.memfd
+        self.registry.register(buf.memfd)  # once per buffer, for its life here
+        if self.ingest == "direct":
+            slot.frame_src = HostFrame(buf.memfd)
+            slot.fixed = fixed = conv.fixed([slot.frame_src])
+            slot.graph, slot.tensor = fixed.graph, fixed.tensor
+            return slot
+        slot.staging = cp.empty(nbytes, cp.uint8)
+        slot.frame_src = slot.staging
+        slot.fixed = fixed = conv.fixed([slot.staging])
+        host = buf.memfd.address
+        stream.begin_capture()
+        try:
+            cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, host, nbytes, H2D, stream.ptr)
+            fixed.enqueue()
+        finally:
+            slot.graph = stream.end_capture()
+        slot.tensor = fixed.tensor
+        return slot
+
+    def _warm_up(self, cap: int) -> None:
+        """Capture each batch size's graphs now, not in a frame's latency, and
+        seed the batcher's cost model with what each size takes on this GPU
+        (the buffers are idle: streaming has not started)."""
+        if self.import_path == "staged":
+            return
+
+        class Idle:  # a stand-in for a frame of buffer i
+            def __init__(self, i):
+                self.buffer = type("B", (), {"index": i})()
+                self.sequence = self.timestamp_ns = -1
+        for n in range(2, cap + 1):
+            items = [(Idle(i), None) for i in range(n)]
+            for _ in range(CONVERTER_SLOTS):  # every slot captures its own graph
+                self.converter.convert(self._frames(items)).synchronize()
+            started = time.monotonic()
+            self.converter.convert(self._frames(items)).synchronize()
+            self.batcher.observe(n, time.monotonic() - started)
+
+    # ------------------------------------------------------------ frames
+    def ready(self) -> bool:
+        return not self._stopping
+
+    def take(self, frame, lease) -> None:
+        if self.batcher is None:
+            self._submit([(frame, lease)])
+            return
+        # The budget runs from capture (the V4L2 timestamp, CLOCK_MONOTONIC),
+        # not from when the loop got round to the frame.
+        self.batcher.add((frame, lease), frame.timestamp_ns / 1e9)
+        if self.batcher.due(time.monotonic()):
+            self._flush()
+
+    def timeout(self) -> float | None:
+        if self.batcher is None:
+            return None
+        if len(self.batcher) and not self._ctx.source.streaming:
+            return 0.0  # capture stopped: no frame will join these
+        return self.batcher.timeout(time.monotonic())
+
+    def tick(self) -> None:
+        if self.batcher is None:
+            return
+        flush_all = not self._ctx.source.streaming
+        while len(self.batcher) and (flush_all or self.batcher.due(time.monotonic())):
+            self._flush()
+
+    def busy(self) -> bool:
+        return bool(self.completions) or bool(self.batcher)
+
+    def _flush(self) -> None:
+        items = self.batcher.take()
+        if items:
+            self._submit(items)
+
+    def _submit(self, items) -> None:
+        stream = self._stream
+        submitted = time.monotonic()
+        timed = self.batches % GPU_TIMING_EVERY == 0
+        if len(items) == 1 and self.import_path != "staged":
+            frame = items[0][0]
+            slot = self._slots[frame.buffer.index]
+            if timed:
+                slot.start.record(stream)
+            slot.graph.launch(stream)
+            slot.event.record(stream)
+            batch = self._batch_type(slot.tensor, stream, slot.event, (frame.sequence,), (frame.timestamp_ns,),
+                                     self.import_path, True)
+            start, end = (slot.start, slot.event) if timed else (None, None)
+        else:
+            start = end = None
+            if timed:
+                start = self._cp.cuda.Event()
+                start.record(stream)
+            with contextlib.ExitStack() as cpu:
+                if self.import_path == "staged":  # the CPU reads dma-bufs between SYNC_START/END
+                    for frame, _ in items:
+                        if frame.buffer.memfd is None:
+                            cpu.enter_context(frame.buffer.dmabuf.cpu_access())
+                batch = self.converter.convert(self._frames(items))
+            if timed:
+                end = self._cp.cuda.Event()
+                end.record(stream)
+        self.batches += 1
+        self._in_flight.append(items)
+
+        def finished(done_ns, items=items, start=start, end=end, submitted=submitted):
+            self._finished(items, done_ns, start, end, submitted)
+        self.completions.watch(stream, batch.event, finished)
+        if self.on_batch is not None:
+            self.on_batch(batch)
+
+    def _frames(self, items) -> list:
+        """What FrameConverter.convert reads for these frames."""
+        from sits.cuda.convert import DeviceFrame, HostFrame
+
+        if self.import_path == "staged":
+            return [self._cpu_view(f) for f, _ in items]
+        cp, stream = self._cp, self._stream
+        nbytes = self.plan.src.frame_bytes
+        out = []
+        for frame, _ in items:
+            slot = self._slots[frame.buffer.index]
+            if slot.staging is not None:
+                cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, slot.memfd.address, nbytes, H2D, stream.ptr)
+                out.append(DeviceFrame(slot.staging, frame.sequence, frame.timestamp_ns))
+            elif isinstance(slot.frame_src, HostFrame):
+                out.append(HostFrame(slot.memfd, frame.sequence, frame.timestamp_ns))
+            else:
+                out.append(DeviceFrame(slot.frame_src, frame.sequence, frame.timestamp_ns))
+        return out
+
+    def _cpu_view(self, frame):
+        """The frame's bytes as the CPU sees them (the staged path's source)."""
+        nbytes = self.plan.src.frame_bytes
+        buf = frame.buffer
+        if buf.memfd is not None:
+            return buf.memfd.array[:nbytes]
+        import numpy as np
+
+        return np.frombuffer(buf.dmabuf.map(), dtype=np.uint8, count=nbytes)
+
+    def _finished(self, items, done_ns, start, end, submitted) -> None:
+        """On the loop's thread, once the batch's event completed (`done_ns`:
+        when, by the host function's CLOCK_MONOTONIC)."""
+        now_ns = time.monotonic_ns()
+        self._in_flight.remove(items)  # the first, but for the one stream's order
+        for frame, lease in items:
+            self.latencies_ms.append((done_ns - frame.timestamp_ns) / 1e6)
+            lease.release()
+        self.release_ms.append((now_ns - done_ns) / 1e6)
+        self.frames += len(items)
+        if start is not None:
+            self._gpu_ms.append(self._cp.cuda.get_elapsed_time(start, end))
+        if self.batcher is not None:
+            self.batcher.observe(len(items), done_ns / 1e9 - submitted)
+
+    def _on_completions(self) -> None:
+        self.completions.dispatch()
+
+    # ------------------------------------------------------------ the end
+    def stop(self) -> None:
+        """Frames still waiting for a batch are released unconverted; batches
+        in flight are waited for (at most stop_timeout_s) and their leases
+        released; then every registration, import and graph goes."""
+        self._stopping = True
+        while self.batcher is not None and len(self.batcher):
+            for _, lease in self.batcher.take():
+                lease.release()
+                self.dropped += 1
+        if self.completions is None:
+            self._release_gpu()
+            return
+        done = self._wait_in_flight(self.stop_timeout_s)
+        if self._ctx is not None:
+            self._ctx.unwatch(self.completions.fileno())
+        if done:
+            self.completions.close()
+            self._release_gpu()
+            return
+        # Abandoned: the GPU may still read these buffers and a host function
+        # may still write the eventfd. The leases go (the source has
+        # stopped); the registrations and the eventfd stay until the process
+        # ends rather than be freed under the GPU.
+        while self._in_flight:
+            for _, lease in self._in_flight.popleft():
+                lease.release()
+                self.abandoned += 1
+        self.completions.abandon()
+        self._restore_schedule()
+
+    def _wait_in_flight(self, timeout_s: float) -> bool:
+        """Dispatch completions until none is pending or the time is up; the
+        completion eventfd wakes us, nothing spins."""
+        deadline = time.monotonic() + timeout_s
+        poller = select.poll()
+        poller.register(self.completions.fileno(), select.POLLIN)
+        while True:
+            self.completions.dispatch()
+            if not len(self.completions):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            poller.poll(max(1, int(left * 1000)))
+
+    def _restore_schedule(self) -> None:
+        if self._old_ctx_flags is not None:
+            from sits.cuda.runtime import restore_schedule
+            restore_schedule(self._old_ctx_flags)
+            self._old_ctx_flags = None
+
+    def _release_gpu(self) -> None:
+        self._restore_schedule()
+        for slot in self._slots:
+            if slot.imported is not None:
+                slot.imported.close()
+        self._slots = []
+        if self.registry is not None:
+            self.registry.close()
+        self.converter = None
+
+    def report(self) -> tuple[str, dict]:
+        gpu = sum(self._gpu_ms) / len(self._gpu_ms) if self._gpu_ms else None
+        return self.name, {
+            "frames": self.frames,
+            "batches": self.batches,
+            "import_path": self.import_path,
+            "zero_copy": self.zero_copy,
+            "ingest": self.ingest if self.import_path == "host-registered" else None,
+            "latency_ms": percentiles(list(self.latencies_ms)),
+            "release_ms": percentiles(list(self.release_ms)),
+            "gpu_ms_per_batch": None if gpu is None else round(gpu, 4),
+            "dropped_at_stop": self.dropped,
+            "abandoned": self.abandoned,
+            "registrations": self.registry.registrations if self.registry is not None else 0,
+            "wake": "c" if self.completions is not None and self.completions.native else "python",
+            "schedule": self.schedule or "cuda's",
+        }

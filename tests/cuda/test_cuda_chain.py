@@ -1,0 +1,230 @@
+"""The chain on a GPU: a memfd source (the same Frame and Lease objects as
+V4L2) -> Pipeline (the one event loop) -> CudaConsumer -> tensors.
+
+Each buffer registered once, output equal to the numpy oracle, leases
+released only after the CUDA event, sequence and timestamps carried,
+batching under a latency budget, a stop with a batch in flight that leaves
+nothing behind, out of memory as one clear error.
+"""
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from sits.cuda import reference as R
+from sits.cuda.formats import OutputSpec
+from sits.pipeline.cuda import CudaConsumer
+from sits.pipeline.pipeline import Pipeline
+from sits.pipeline.synthetic import SyntheticCamera
+
+pytestmark = pytest.mark.cuda
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def make_pipeline(source, consumers):
+    return Pipeline(source, consumers=consumers)
+
+
+def section(summary, key):
+    return summary.as_dict()[key]
+
+
+class Recorder:
+    """What the consumer was given (take) and gave back (on_batch)."""
+
+    def __init__(self, cp, consumer, copy_out=False):
+        self.cp = cp
+        self.taken = []      # (sequence, timestamp_ns, buffer index)
+        self.batches = []    # (sequences, timestamps, event, output copy or None)
+        self.copy_out = copy_out
+        take = consumer.take
+
+        def recording_take(frame, lease):
+            self.taken.append((frame.sequence, frame.timestamp_ns, frame.buffer.index))
+            take(frame, lease)
+        consumer.take = recording_take
+        consumer.on_batch = self.on_batch
+
+    def on_batch(self, batch):
+        out = None
+        if self.copy_out:
+            batch.synchronize()
+            out = self.cp.asnumpy(batch.tensor)
+        self.batches.append((list(batch.sequences), list(batch.timestamps_ns), batch.event, out))
+
+    def buffer_of(self, seq):
+        return {s: i for s, _, i in self.taken}[seq]
+
+
+SPEC = OutputSpec(96, 64, dtype="float32", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+
+
+@pytest.mark.parametrize("ingest", ["copy", "direct"])
+@pytest.mark.parametrize("code", ["YUYV", "NV12"])
+def test_output_equals_the_oracle_and_buffers_register_once(cp, code, ingest):
+    cam = SyntheticCamera(code, (640, 360), fps=240, buffers=4)
+    consumer = CudaConsumer(SPEC, ingest=ingest)
+    rec = Recorder(cp, consumer, copy_out=True)
+    try:
+        summary = make_pipeline(cam, [consumer]).run(frames=24)
+        rep = section(summary, "cuda")
+        assert rep["import_path"] == "host-registered" and rep["zero_copy"] is True
+        assert rep["registrations"] == len(cam.buffers)  # once per buffer, not per frame
+        assert rep["frames"] == len(rec.taken) >= 12
+        assert len(consumer.registry) == 0  # unregistered at stop
+        plan = consumer.plan
+        refs = {b.index: R.convert_batch([b.memfd.array.copy()], plan) for b in cam.buffers}
+        assert len({rec.buffer_of(seqs[0]) for seqs, *_ in rec.batches}) == len(cam.buffers)
+        for seqs, _, _, out in rec.batches:
+            # buffers hold distinct random frames: the right one, converted right
+            assert R.max_error(out, refs[rec.buffer_of(seqs[0])], "float32") <= 1.0
+    finally:
+        cam.close()
+
+
+def test_batches_through_convert_equal_the_oracle(cp):
+    cam = SyntheticCamera("YUYV", (640, 360), fps=480, buffers=8)
+    consumer = CudaConsumer(SPEC, max_batch=4, latency_budget_s=0.030)
+    rec = Recorder(cp, consumer, copy_out=True)
+    try:
+        make_pipeline(cam, [consumer]).run(frames=60)
+        plan = consumer.plan
+        refs = {b.index: R.convert_batch([b.memfd.array.copy()], plan)[0] for b in cam.buffers}
+        assert any(len(seqs) > 1 for seqs, *_ in rec.batches)
+        for seqs, _, _, out in rec.batches:
+            want = np.stack([refs[rec.buffer_of(s)] for s in seqs])
+            assert R.max_error(out, want, "float32") <= 1.0
+    finally:
+        cam.close()
+
+
+def test_leases_are_released_only_after_the_cuda_event(cp):
+    cam = SyntheticCamera("NV12", (1920, 1080), fps=240, buffers=4)
+    consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
+    rec = Recorder(cp, consumer)
+    checked = []
+    requeue = cam.requeue
+
+    def checking_requeue(buf):
+        if cam.streaming:
+            mine = [ev for seqs, _, ev, _ in rec.batches if rec.buffer_of(seqs[-1]) == buf.index]
+            assert mine, "a buffer came back that was never converted"
+            assert mine[-1].done, "the lease went before the CUDA event completed"
+            checked.append(buf.index)
+        requeue(buf)
+    cam.requeue = checking_requeue
+    try:
+        make_pipeline(cam, [consumer]).run(frames=40)
+        assert len(checked) >= 30
+    finally:
+        cam.close()
+
+
+def test_sequence_and_timestamps_travel_into_batches(cp):
+    cam = SyntheticCamera("YUYV", (1280, 720), fps=240, buffers=6)
+    consumer = CudaConsumer(SPEC, max_batch=4, latency_budget_s=0.020)
+    rec = Recorder(cp, consumer)
+    try:
+        make_pipeline(cam, [consumer]).run(frames=50)
+        got = [(s, t) for seqs, stamps, _, _ in rec.batches for s, t in zip(seqs, stamps)]
+        assert got == [(s, t) for s, t, _ in rec.taken][:len(got)]
+        assert len(got) == consumer.frames
+        first = rec.taken[0][1] - rec.taken[0][0] * cam.period_ns
+        assert all(t == first + s * cam.period_ns for s, t in got)  # V4L2's, untouched
+    finally:
+        cam.close()
+
+
+def test_batching_under_a_latency_budget(cp):
+    budget = 0.015
+    cam = SyntheticCamera("YUYV", (1920, 1080), fps=480, buffers=12)
+    consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"), max_batch=8, latency_budget_s=budget)
+    rec = Recorder(cp, consumer)
+    try:
+        summary = make_pipeline(cam, [consumer]).run(duration=1.5)
+        rep = section(summary, "cuda")
+        sizes = [len(seqs) for seqs, *_ in rec.batches]
+        assert max(sizes) > 1, "a budget of 15 ms at 480 fps should batch"
+        assert max(sizes) <= 8
+        assert rep["batches"] == len(sizes) and rep["frames"] == sum(sizes)
+        lat = sorted(consumer.latencies_ms)
+        assert lat[int(0.95 * (len(lat) - 1))] <= budget * 1e3, rep["latency_ms"]
+    finally:
+        cam.close()
+
+
+@pytest.mark.parametrize("how", ["request_stop", "SIGTERM"])
+def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
+    with SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4) as warm:  # CUDA's own fds opened first
+        make_pipeline(warm, [CudaConsumer(OutputSpec(224, 224, dtype="float16"))]).run(frames=3)
+    gc.collect()
+    before = open_fds()
+    cam = SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4)
+    consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
+    pipeline = make_pipeline(cam, [consumer])
+    in_flight = []
+
+    def on_batch(batch):
+        if len(in_flight) == 10:
+            in_flight.append(batch.event.done)
+            if how == "SIGTERM":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                pipeline.request_stop("test")
+        else:
+            in_flight.append(None)
+    consumer.on_batch = on_batch
+    old = signal.signal(signal.SIGTERM, lambda *_: pipeline.request_stop("SIGTERM"))
+    try:
+        pipeline.run(duration=5)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    rep = consumer.report()[1]
+    assert in_flight[10] is False  # the stop came while the batch was on the GPU
+    assert rep["frames"] == rep["batches"] and rep["abandoned"] == 0
+    assert not any(b.leased or b.queued for b in cam.buffers)
+    assert len(consumer.registry) == 0
+    cam.close()
+    del pipeline, consumer
+    gc.collect()
+    assert open_fds() == before
+
+
+def test_out_of_memory_is_one_clear_error(cp):
+    from sits.cuda.runtime import CudaOutOfMemory
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    cam = SyntheticCamera("YUYV", (640, 360), fps=60, buffers=4)
+    pool.set_limit(size=64 * 1024)
+    try:
+        with pytest.raises(CudaOutOfMemory, match="out of GPU memory while"):
+            make_pipeline(cam, [CudaConsumer(OutputSpec(224, 224, dtype="float32"))]).run(frames=4)
+        assert not cam.streaming and not any(b.leased for b in cam.buffers)
+    finally:
+        pool.set_limit(size=0)
+        cam.close()
+
+
+def test_the_example_runs(cp):
+    pytest.importorskip("torchvision")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "feature_extraction.py"),
+                          "--frames", "60", "--fps", "120"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             filter(None, [ROOT, os.environ.get("PYTHONPATH")]))})
+    assert out.returncode == 0, out.stderr
+    assert "frames/s" in out.stdout and "capture->features" in out.stdout

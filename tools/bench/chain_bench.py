@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Camera-shaped load through the whole chain (GPU machine; not a timed test):
+
+    PYTHONPATH=. python3 tools/bench/chain_bench.py [--seconds 2.5] [--json FILE]
+
+1080p YUYV and NV12 frames land at 60 and 240 fps in memfd buffers
+(SyntheticCamera: a timerfd, pixels written once, as a camera's DMA costs
+the CPU nothing) and go through the pipeline's loop to a tensor-ready
+224x224 fp16 ImageNet-normalised NCHW batch:
+
+* sits, batch 1: CudaConsumer, each buffer registered once, one CUDA graph
+  per buffer (ingest copy: the copy engine reads the registered pages; and
+  ingest direct: the kernel reads them over PCIe); and ingest copy with the
+  context's waits blocking (schedule="blocking", not CUDA's spinning choice);
+* sits, dynamic batching: the DynamicBatcher under a latency budget of four
+  frame periods (max 8 frames a batch);
+* loop-only: the same loop and source, a consumer that releases each lease
+  at once (no GPU): the CPU floor under the other paths;
+* PyTorch, as a user writes it today, in the same run and through the same
+  loop: the frame as a numpy array -> torch.from_numpy(...).cuda() ->
+  colour conversion, antialiased resize, normalisation in PyTorch ops ->
+  synchronize (its memfd buffers are not registered: a user's are not).
+
+Per case (after a warm-up run): capture -> tensor-ready latency p50/p99
+(V4L2 timestamp, i.e. the tick the frame landed on, to the batch's work
+done: the clock of the host function that runs right after it on the
+stream, CLOCK_MONOTONIC; `release_ms` is how much later the loop released
+the leases; PyTorch's: to its synchronize() returning) and host CPU per
+frame (process CPU time, every thread: the loop, CUDA's, the host
+functions', between the 10th and the last frame taken; by thread in
+`cpu_us_per_frame_by_thread`; with the run's set-up and teardown in
+`cpu_us_per_frame_with_setup`), then the ratios against PyTorch and the
+issue's targets.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from sits.cuda.formats import OutputSpec  # noqa: E402
+from sits.errors import SitsError  # noqa: E402
+from sits.pipeline.consumer import Consumer  # noqa: E402
+from sits.pipeline.cuda import CudaConsumer  # noqa: E402
+from sits.pipeline.pipeline import Pipeline  # noqa: E402
+from sits.pipeline.stats import percentiles  # noqa: E402
+from sits.pipeline.synthetic import SyntheticCamera  # noqa: E402
+
+W, H = 1920, 1080
+IMAGENET = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+SPEC = OutputSpec(224, 224, dtype="float16", **IMAGENET)
+TARGET_P99_MS, TARGET_CPU_US, TARGET_RATIO = 0.25, 30.0, 10.0
+
+
+def pipeline_for(source, consumers):
+    return Pipeline(source, consumers=consumers)
+
+
+class TorchConsumer(Consumer):
+    """The path a user writes today: numpy frame -> .cuda() -> PyTorch ops."""
+
+    name = "pytorch"
+
+    def __init__(self, code: str):
+        import torch
+
+        from sits.cuda.bench import _torch_chain
+
+        self.torch = torch
+        self.chain = _torch_chain(torch, code, 224, True)
+        self.nbytes = W * H * 2 if code == "YUYV" else W * H * 3 // 2
+        self.latencies_ms = []
+
+    def take(self, frame, lease) -> None:
+        try:
+            pixels = frame.buffer.memfd.array[:self.nbytes]
+            raw = self.torch.from_numpy(pixels).cuda().view(1, -1)
+            self.chain(raw)
+            self.torch.cuda.current_stream().synchronize()
+            self.latencies_ms.append((time.monotonic_ns() - frame.timestamp_ns) / 1e6)
+        finally:
+            lease.release()
+
+    def report(self):
+        return self.name, {"frames": len(self.latencies_ms), "latency_ms": percentiles(self.latencies_ms)}
+
+
+def thread_cpu_ns() -> dict:
+    """tid -> (name, ns on a CPU) for every thread of this process."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        out[int(tid)] = (name, ns)
+    return out
+
+
+class SteadyCpu:
+    """Process CPU time between the frames a consumer takes, past the first
+    `skip` (set-up and warm-up stay out of the figure); each thread's share
+    between frame `skip` and frame `upto`; and the wall time the loop's
+    thread spends in the consumer's take() and completion handler."""
+
+    def __init__(self, consumer, skip: int = 10, upto: int | None = None):
+        self.marks = []
+        self.skip, self.upto = skip, upto
+        self.threads = []
+        self.in_take = self.in_completions = 0.0
+        take = consumer.take
+
+        def timed_take(frame, lease):
+            n = len(self.marks)
+            if n == skip or n == upto:
+                self.threads.append(thread_cpu_ns())
+            self.marks.append(time.process_time())
+            t = time.perf_counter()
+            take(frame, lease)
+            if n >= skip:
+                self.in_take += time.perf_counter() - t
+        consumer.take = timed_take
+        completions = getattr(consumer, "_on_completions", None)
+        if completions is not None:  # CudaConsumer: hooked before start() hands it to the loop
+            def timed_completions():
+                t = time.perf_counter()
+                completions()
+                if len(self.marks) > skip:
+                    self.in_completions += time.perf_counter() - t
+            consumer._on_completions = timed_completions
+
+    def us_per_frame(self) -> float | None:
+        m = self.marks[self.skip:]
+        return round(1e6 * (m[-1] - m[0]) / (len(m) - 1), 1) if len(m) > 1 else None
+
+    def consumer_us(self) -> dict:
+        n = max(1, len(self.marks) - self.skip)
+        return {"take": round(1e6 * self.in_take / n, 1), "completions": round(1e6 * self.in_completions / n, 1)}
+
+    def per_thread(self) -> dict | None:
+        """us a frame by thread name ("main": the loop's), frames skip..upto."""
+        if len(self.threads) < 2:
+            return None
+        (a, b), frames = self.threads, self.upto - self.skip
+        main = os.getpid()
+        out: dict[str, float] = {}
+        for tid, (name, ns) in b.items():
+            spent = ns - a.get(tid, (name, 0))[1]
+            key = "main" if tid == main else name
+            out[key] = out.get(key, 0.0) + spent / 1e3 / frames
+        return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.1}
+
+
+class LoopOnly(Consumer):
+    """No GPU: the loop, the source, a lease taken and released (the floor
+    under every other path's CPU)."""
+
+    name = "loop"
+
+    def __init__(self):
+        self.latencies_ms = []
+
+    def take(self, frame, lease) -> None:
+        self.latencies_ms.append((time.monotonic_ns() - frame.timestamp_ns) / 1e6)
+        lease.release()
+
+    def report(self):
+        return self.name, {"frames": len(self.latencies_ms), "latency_ms": percentiles(self.latencies_ms)}
+
+
+def make_consumer(code: str, fps: float, kind: str):
+    """kind: pytorch, loop-only, dynamic, or sits-<ingest>[+<schedule>] (sits-copy+blocking)."""
+    if kind == "pytorch":
+        return TorchConsumer(code)
+    if kind == "loop-only":
+        return LoopOnly()
+    if kind == "dynamic":
+        return CudaConsumer(SPEC, max_batch=8, latency_budget_s=4 / fps)
+    ingest, _, schedule = kind.split("-", 1)[1].partition("+")
+    return CudaConsumer(SPEC, ingest=ingest, schedule=schedule or None)
+
+
+def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
+    cam = SyntheticCamera(code, (W, H), fps=fps, buffers=12 if kind == "dynamic" else 4)
+    try:
+        # Warm-up with a consumer of its own: kernels compiled, allocators and cuDNN ready.
+        pipeline_for(cam, [make_consumer(code, fps, kind)]).run(duration=0.3)
+        consumer = make_consumer(code, fps, kind)
+        cpu = SteadyCpu(consumer, upto=int(0.9 * fps * seconds))
+        skipped0 = cam.skipped
+        cpu0, t0 = time.process_time(), time.monotonic()
+        pipeline_for(cam, [consumer]).run(duration=seconds)
+        cpu_run, wall = time.process_time() - cpu0, time.monotonic() - t0
+        rep = consumer.report()[1]
+        frames = rep["frames"]
+        row = dict(format=code, fps=fps, path=kind, frames=frames, skipped=cam.skipped - skipped0,
+                   seconds=round(wall, 2), cpu_us_per_frame=cpu.us_per_frame(),
+                   cpu_us_per_frame_with_setup=round(1e6 * cpu_run / max(1, frames), 1),
+                   cpu_us_per_frame_by_thread=cpu.per_thread(), loop_thread_us_in_consumer=cpu.consumer_us(),
+                   latency_ms=rep["latency_ms"])
+        if isinstance(consumer, CudaConsumer):
+            row.update(batches=rep["batches"], frames_per_batch=round(frames / max(1, rep["batches"]), 2),
+                       gpu_ms_per_batch=rep["gpu_ms_per_batch"], release_ms=rep["release_ms"],
+                       import_path=rep["import_path"], zero_copy=rep["zero_copy"], wake=rep["wake"],
+                       schedule=rep["schedule"])
+            if kind == "dynamic":
+                row["budget_ms"] = round(4e3 / fps, 2)
+        return row
+    finally:
+        cam.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=2.5)
+    ap.add_argument("--formats", default="YUYV,NV12")
+    ap.add_argument("--fps", default="60,240")
+    ap.add_argument("--paths", default="loop-only,sits-copy,sits-direct,sits-copy+blocking,dynamic,pytorch")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = []
+    try:
+        for code in args.formats.split(","):
+            for fps in (float(f) for f in args.fps.split(",")):
+                for kind in args.paths.split(","):
+                    try:
+                        row = run_case(code, fps, kind, args.seconds)
+                    except SitsError:
+                        raise
+                    except Exception as exc:  # one case's failure is recorded, the rest run
+                        row = dict(format=code, fps=fps, path=kind, error=f"{type(exc).__name__}: {exc}")
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    except SitsError as exc:
+        print(f"chain_bench: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print()
+    print(f"{'format':6} {'fps':>4} {'path':12} {'frames':>6} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'CPU us/f':>9} {'p99 x':>7} {'CPU x':>7}")
+    torch_rows = {(r["format"], r["fps"]): r for r in rows if r["path"] == "pytorch" and "error" not in r}
+    for r in rows:
+        if "error" in r:
+            print(f"{r['format']:6} {r['fps']:>4.0f} {r['path']:12} error: {r['error']}")
+            continue
+        t = torch_rows.get((r["format"], r["fps"]))
+        lat = r["latency_ms"]
+        p99x = cpux = ""
+        if t is not None and r["path"] not in ("pytorch", "loop-only") and lat["p99"]:
+            p99x = f"{t['latency_ms']['p99'] / lat['p99']:.1f}"
+            cpux = f"{t['cpu_us_per_frame'] / r['cpu_us_per_frame']:.1f}"
+        print(f"{r['format']:6} {r['fps']:>4.0f} {r['path']:12} {r['frames']:>6} {r.get('frames_per_batch', 1):>5} "
+              f"{lat['p50']:>8.3f} {lat['p99']:>8.3f} {r['cpu_us_per_frame']:>9.1f} {p99x:>7} {cpux:>7}")
+    print()
+    for r in rows:
+        if "error" in r or not r["path"].startswith("sits-"):
+            continue
+        t = torch_rows.get((r["format"], r["fps"]))
+        ratio = t["latency_ms"]["p99"] / r["latency_ms"]["p99"] if t else None
+        ok = [r["latency_ms"]["p99"] <= TARGET_P99_MS, r["cpu_us_per_frame"] <= TARGET_CPU_US,
+              ratio is not None and ratio >= TARGET_RATIO]
+        print(f"targets {r['format']} {r['fps']:.0f} fps {r['path']}: p99 {r['latency_ms']['p99']:.3f} ms "
+              f"(<= {TARGET_P99_MS}: {'met' if ok[0] else 'missed'}), CPU {r['cpu_us_per_frame']:.1f} us/frame "
+              f"(<= {TARGET_CPU_US:.0f}: {'met' if ok[1] else 'missed'}), p99 vs PyTorch "
+              f"{'%.1fx' % ratio if ratio else '?'} (>= {TARGET_RATIO:.0f}x: {'met' if ok[2] else 'missed'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
