@@ -80,14 +80,28 @@ def _status_line(s) -> str:
             f"capture->flip p50 {p50} ms p95 {p95} ms  cpu {s.cpu_ms_per_frame:.2f} ms/frame")
 
 
-def _cuda_consumer(kw: dict):
+def _cuda_consumer(kw: dict, probe=None):
     """The CUDA consumer --to-cuda asks for; refused (one line) before any
-    device is opened when the GPU, CuPy or the options are not usable."""
+    device is opened when the options, the GPU or CuPy are not usable."""
+    from sits.cuda.formats import OutputSpec
+    from sits.errors import DeviceError
     from sits.pipeline.cuda import CudaConsumer
     w, h = _size(kw["to_cuda"], "--to-cuda")
     budget = kw["latency_budget_ms"]
-    return CudaConsumer((w, h), dtype=kw["cuda_dtype"], layout=kw["cuda_layout"], matrix=kw["cuda_matrix"],
-                        max_batch=kw["cuda_batch"], latency_budget_s=budget / 1000 if budget else None)
+    if kw["cuda_batch"] > 1 and budget is None:
+        raise UsageError("--cuda-batch above 1 needs --latency-budget-ms (how long a frame may wait for its batch)")
+    consumer = CudaConsumer(OutputSpec(w, h, layout=kw["cuda_layout"], dtype=kw["cuda_dtype"]),
+                            matrix=kw["cuda_matrix"], max_batch=kw["cuda_batch"],
+                            latency_budget_s=budget / 1000 if budget else None)
+    if probe is None:
+        from sits.cuda.probe import probe as ask
+        probe = ask()
+    if not probe.get("available"):
+        raise DeviceError(f"--to-cuda needs a CUDA GPU: {probe.get('reason')}")
+    from sits.cuda.runtime import cupy
+    cupy()   # CuPy installed and seeing the GPU, or one line saying why not
+    consumer.probe_answer = probe
+    return consumer
 
 
 def run_capture(**kw) -> None:

@@ -84,6 +84,18 @@ def test_without_to_kms_is_a_usage_error(sits):
     one_line_error(sits("capture"), 2, "--to-kms")
 
 
+def test_to_cuda_without_a_gpu_is_one_line_and_leaves_the_display(sits, vivid_path, vkms_path):
+    """The VM has no GPU: --to-cuda names what is missing, exit 1, before
+    any device is touched (the plane shows what it showed)."""
+    from sits.drm.card import Card
+    with Card.open(vkms_path) as card:
+        before = [(p.id, p.crtc_id, p.fb_id) for p in card.planes()]
+    one_line_error(sits("capture", "--to-kms", "--to-cuda", "224x224", "--device", vivid_path, "--card", vkms_path,
+                        "--memory", "udmabuf", "--frames", "3"), 1, "--to-cuda needs a CUDA GPU: no CUDA driver")
+    with Card.open(vkms_path) as card:
+        assert [(p.id, p.crtc_id, p.fb_id) for p in card.planes()] == before
+
+
 def test_no_permission_hints_at_the_video_group(vivid_path):
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *SITS,
                         "capture", "--to-kms", "--device", vivid_path],
