@@ -64,7 +64,7 @@ def source_options():
     the emitted C source with them too, pkg-config then reading arm64's
     libdrm.pc (PKG_CONFIG_LIBDIR)."""
     return dict(
-        sources=[os.path.relpath(QUEUE_C)],
+        sources=[os.path.abspath(QUEUE_C)],
         include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],

@@ -28,7 +28,7 @@
 
 /* One entry point for every ioctl: a real function (not the variadic libc
  * one), so cffi can call it with the GIL released and read errno after it. */
-static int sits_ioctl(int fd, unsigned long request, void *arg)
+static inline int sits_ioctl(int fd, unsigned long request, void *arg)
 {
 	return ioctl(fd, request, arg);
 }
@@ -42,7 +42,7 @@ static int sits_ioctl(int fd, unsigned long request, void *arg)
  * however late the loop reads it. 16 bytes: one atomic pipe write. */
 struct sits_completion { uint64_t id; uint64_t done_ns; };
 
-static void sits_completion_host_fn(void *arg)
+static inline void sits_completion_host_fn(void *arg)
 {
 	uintptr_t v = (uintptr_t)arg;
 	struct sits_completion rec;
