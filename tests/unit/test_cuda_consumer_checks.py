@@ -43,8 +43,10 @@ def test_memory_that_cannot_reach_the_gpu_is_refused_naming_udmabuf(memory):
 def test_formats_the_kernel_cannot_take_are_refused_naming_those_it_can():
     src = DmabufSource()
     src.format = src.format.__class__("MJPG", 640, 360, 0, 100000, 1, 0)
-    with pytest.raises(UsageError, match=r"cannot take MJPG frames; it takes YUYV, UYVY, NV12, NV16, P010, XR24 \(XRGB8888\), XB24"):
+    with pytest.raises(UsageError, match=r"cannot take MJPG frames; it takes ") as err:
         CudaConsumer(OutputSpec(224, 224), probe=DISCRETE).start(ctx_for(src))
+    taken = str(err.value).split("it takes ")[1].split(", ")
+    assert sorted(taken) == sorted(["YUYV", "UYVY", "NV12", "NV16", "P010", "XR24 (XRGB8888)", "XB24 (XBGR8888)"])
 
 
 def test_sizes_the_kernel_cannot_take_are_refused_saying_why():
