@@ -104,11 +104,12 @@ def _cuda_consumer(kw: dict, probe=None):
     return consumer
 
 
-def run_capture(**kw) -> None:
-    """Capture from V4L2 and show on DRM/KMS and/or convert on CUDA."""
+def run_capture(consumers=(), **kw) -> None:
+    """Capture from V4L2 and show on DRM/KMS and/or convert on CUDA.
+    `consumers`: more frame consumers (library callers, benchmarks)."""
     kw = {**{o.dest: o.default for o in OPTIONS}, **kw}
     from sits.pipeline.capture import CaptureOptions, build
-    if not kw["to_kms"] and not kw["to_cuda"]:
+    if not kw["to_kms"] and not kw["to_cuda"] and not consumers:
         raise UsageError("say where the frames go: --to-kms, --to-cuda WxH, or both")
     if kw["memory"] not in ("mmap", "heap", "udmabuf"):
         raise UsageError(f"--memory must be mmap, heap or udmabuf, not {kw['memory']!r}")
@@ -118,7 +119,7 @@ def run_capture(**kw) -> None:
         raise UsageError("--snapshot writes a PNG: give a FILE.png")
     if (kw["verify"] or kw["snapshot"]) and not kw["to_kms"]:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
-    consumers = [_cuda_consumer(kw)] if kw["to_cuda"] else []
+    consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])
     opts = CaptureOptions(device=kw["device"], card=kw["card"], connector=kw["connector"], format=kw["fmt"],
                           size=_size(kw["size"]), fps=kw["fps"], frames=kw["frames"], duration=kw["duration"],
                           memory=kw["memory"], buffers=kw["buffers"], display=kw["to_kms"], verify=kw["verify"],

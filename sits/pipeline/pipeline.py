@@ -177,8 +177,7 @@ class Pipeline:
             self._guard(port, port.consumer.start, ctx)
         if self.queue is not None:
             self.queue.L.deliver = int(bool(self.ports))
-        if self.queue is not None:
-            self._hotplug = self._monitor()
+            self._monitor()
         self.start_source(src)
         if self.display is not None:
             self._handlers[self.display.card.fileno()] = lambda: self._step(self.queue.flip_events)
@@ -195,16 +194,15 @@ class Pipeline:
             self.watch(fd, lambda: self._guard(port, callback))
         return watch
 
-    def _monitor(self):
+    def _monitor(self) -> None:
         """Uevents: the camera going and coming back, connectors changing."""
         try:
             from sits.pipeline.hotplug import HotplugMonitor
             mon = HotplugMonitor()
         except Exception:  # noqa: BLE001 - hotplug is a nicety; the chain works without it
-            return None
+            return
         self._closers.append(mon)
         self.watch(mon.fileno(), lambda: self._on_uevents(mon))
-        return mon
 
     def _on_uevents(self, mon) -> None:
         for ev in mon.read():
@@ -213,7 +211,7 @@ class Pipeline:
                 if ev.action == "remove" and cap is not None and ev.devname == cap.path:
                     self._camera_lost(None)
                 elif ev.action == "add" and ev.devname and self.reconnect is not None:
-                    self.reconnect.added(ev.devname)   # it checks who the camera is
+                    self.reconnect.added(self, ev.devname)   # it checks who the camera is
                 continue
             # HOTPLUG=1 from the driver; any "change" of our card is worth a
             # re-probe too (it is cheap, and synthetic uevents look so).

@@ -39,7 +39,7 @@ def test_c_flip_loop_shows_the_frames_between_writebacks(memory, vivid_path, vkm
     assert s.verify["checked"] >= 2 and s.verify["mismatched"] == 0, s.verify
     # the writeback commits are Python's, most others C's
     assert s.c_loop_commits >= s.frames_displayed // 2, s
-    assert len(s.dequeue_to_commit_ms) == 3 and s.latency_ms["p50"] is not None
+    assert s.dequeue_to_commit_ms["p50"] is not None and s.latency_ms["p50"] is not None
 
 
 @pytest.mark.parametrize("buffers", [2, 3])

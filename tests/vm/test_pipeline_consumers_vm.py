@@ -146,3 +146,30 @@ def test_drop_policies_count_every_frame(policy, vivid_path, vkms_path, no_leaks
     else:
         assert c["dropped"] > 0
         assert slow.seen == sorted(slow.seen)
+
+
+def test_open_chain_runs_user_code_beside_the_display_and_cleans_up(vivid_path, vkms_path, no_leaks):
+    import sits
+    from sits.errors import UsageError
+    got = []
+    with sits.open_chain(vivid_path, display=True, card=vkms_path, format="XR24", size=(320, 180), frames=12,
+                         on_frame=lambda f: got.append((f.sequence, f.holders))) as chain:
+        with pytest.raises(UsageError, match="no CUDA output"):
+            next(chain.batches())
+        s = chain.run()
+    assert s.frames_captured == 12 and len(got) == 12
+    assert all(holders == ["callback"] for _, holders in got)   # its own lease while it runs
+    assert s.consumers["callback"] == {"taken": 12, "dropped": 0, "left": 0}
+    assert s.frames_displayed >= 1
+
+
+def test_open_chain_left_early_stops_and_cleans_up(vivid_path, vkms_path, no_leaks):
+    """Leaving the block mid-run (no frame limit) winds the run down like a stop."""
+    import sits
+    seen = []
+    with sits.open_chain(vivid_path, display=True, card=vkms_path, format="XR24", size=(320, 180),
+                         on_frame=lambda f: seen.append(f.sequence)) as chain:
+        while len(seen) < 3:
+            assert chain.pipeline.step()
+    assert chain.summary.stopped_by == "closed"
+    assert chain.summary.frames_captured == len(seen) >= 3

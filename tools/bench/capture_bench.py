@@ -67,7 +67,12 @@ def sits(memory: str, frames: int, *extra: str) -> list[str]:
 PIPELINES = {
     "sits mmap (EXPBUF) -> KMS": lambda n: sits("mmap", n),
     "sits udmabuf -> KMS": lambda n: sits("udmabuf", n),
-    # every frame through the Python loop, no C flip loop: what the C loop buys
+    # a second consumer beside the display (tools/bench/second_consumer.py):
+    # every frame also to a worker thread, its lease released through an eventfd
+    "sits mmap -> KMS + a second consumer": lambda n: [os.path.join(ROOT, ".venv", "bin", "python"),
+                                                       os.path.join(ROOT, "tools", "bench", "second_consumer.py"),
+                                                       *sits("mmap", n)[2:]],
+    # every event through Python's epoll, no C loop: what the C loop buys
     "sits mmap, Python loop -> KMS": lambda n: sits("mmap", n, "--python-loop"),
     "gst v4l2src io-mode=dmabuf ! kmssink": lambda n: gst("dmabuf", n),
     "gst v4l2src io-mode=mmap ! kmssink": lambda n: gst("mmap", n),
