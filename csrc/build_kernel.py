@@ -13,7 +13,8 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The frame queue's C (pipeline logic, compiled into this module) and its
 # interface, whose cdef part is read from the header: declared once.
-PIPELINE = os.path.join(HERE, "..", "sits", "pipeline")
+ROOT = os.path.dirname(HERE)
+PIPELINE = os.path.join(ROOT, "sits", "pipeline")
 QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
 QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
 CDEF_PART = re.compile(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", re.S)
@@ -64,7 +65,8 @@ def source_options():
     the emitted C source with them too, pkg-config then reading arm64's
     libdrm.pc (PKG_CONFIG_LIBDIR)."""
     return dict(
-        sources=[os.path.abspath(QUEUE_C)],
+        # relative to the project root, as setuptools wants (compile() below runs there too)
+        sources=[os.path.relpath(QUEUE_C, ROOT)],
         include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
@@ -89,4 +91,6 @@ ffibuilder.set_source(
 )
 
 if __name__ == "__main__":
-    ffibuilder.compile(tmpdir=os.path.join(HERE, "..", "build"), verbose=True)
+    # in the project root, where the source path is relative to (the module
+    # lands in sits/, where an editable install puts it)
+    ffibuilder.compile(tmpdir=ROOT, verbose=True)

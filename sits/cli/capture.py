@@ -104,6 +104,18 @@ def _cuda_consumer(kw: dict, probe=None):
     return consumer
 
 
+def _check_snapshot_path(path: str) -> None:
+    """Before anything streams: a run must not end with nowhere to write."""
+    import os
+    if not path.lower().endswith(".png"):
+        raise UsageError("--snapshot writes a PNG: give a FILE.png")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--snapshot {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"--snapshot {path}: not writable")
+
+
 def run_capture(consumers=(), **kw) -> None:
     """Capture from V4L2 and show on DRM/KMS and/or convert on CUDA.
     `consumers`: more frame consumers (library callers, benchmarks)."""
@@ -115,8 +127,8 @@ def run_capture(consumers=(), **kw) -> None:
         raise UsageError(f"--memory must be mmap, heap or udmabuf, not {kw['memory']!r}")
     if kw["fmt"] is not None and len(kw["fmt"]) != 4:
         raise UsageError(f"--format takes a fourcc such as XR24, not {kw['fmt']!r}")
-    if kw["snapshot"] and not kw["snapshot"].lower().endswith(".png"):
-        raise UsageError("--snapshot writes a PNG: give a FILE.png")
+    if kw["snapshot"]:
+        _check_snapshot_path(kw["snapshot"])
     if (kw["verify"] or kw["snapshot"]) and not kw["to_kms"]:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
     consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])

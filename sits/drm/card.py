@@ -1,9 +1,11 @@
 """Card: owns a /dev/dri/card* fd with the client caps sits relies on."""
+import errno
 import glob
 import os
 
 from sits._kernel import lib
 from sits.drm import raw
+from sits.errors import DeviceError, KernelCallError
 from sits.fd import FdOwner
 
 
@@ -23,7 +25,12 @@ class Card(FdOwner):
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd)
         self.path = path
-        self.version = raw.get_version(fd)
+        try:
+            self.version = raw.get_version(fd)
+        except KernelCallError as exc:
+            if exc.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):   # no DRM ioctl here
+                raise DeviceError(f"{path}: not a DRM device ({exc.call}: {exc.strerror})") from None
+            raise
         raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_UNIVERSAL_PLANES)
         self.atomic = raw.set_client_cap(fd, lib.DRM_CLIENT_CAP_ATOMIC)
         # Writeback needs atomic; the kernel refuses it otherwise.

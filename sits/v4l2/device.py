@@ -1,7 +1,9 @@
 """Objects that own a V4L2 device fd."""
+import errno
 import glob
 import os
 
+from sits.errors import DeviceError, IoctlError
 from sits.fd import FdOwner
 from sits.formats import fourcc
 from sits.v4l2 import raw
@@ -19,7 +21,12 @@ class VideoDevice(FdOwner):
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd)
         self.path = path
-        self.cap = raw.querycap(fd)
+        try:
+            self.cap = raw.querycap(fd)
+        except IoctlError as exc:
+            if exc.errno in (errno.ENOTTY, errno.EINVAL):   # the node answers no V4L2 ioctl
+                raise DeviceError(f"{path}: not a V4L2 device (VIDIOC_QUERYCAP: {exc.strerror})") from None
+            raise
 
     @classmethod
     def open(cls, path: str):

@@ -20,3 +20,15 @@ def test_doctor_json_has_the_documented_keys(capsys):
         for item in data[area].values():
             if isinstance(item, dict) and "ok" in item and not item["ok"]:
                 assert item.get("hint"), item
+
+
+def test_snapshot_path_is_checked_before_any_device(capsys, tmp_path):
+    # no camera or display on this machine: the path is refused first, as a usage error
+    assert main(["capture", "--to-kms", "--snapshot", "/no/such/dir/x.png"]) == 2
+    assert "no such directory /no/such/dir" in capsys.readouterr().err
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    import os
+    if os.geteuid() != 0:   # root writes anywhere
+        assert main(["capture", "--to-kms", "--snapshot", str(ro / "x.png")]) == 2
+        assert "not writable" in capsys.readouterr().err

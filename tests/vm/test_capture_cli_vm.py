@@ -80,6 +80,13 @@ def test_usage_errors(sits, args, pattern, vivid_path):
     one_line_error(sits("capture", "--to-kms", "--device", vivid_path, *extra, *args), 2, pattern)
 
 
+def test_device_paths_that_are_not_what_they_claim_are_named(sits, vivid_path, vkms_path):
+    one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", "/dev/null"), 1,
+                   "/dev/null: not a DRM device")
+    one_line_error(sits("capture", "--to-kms", "--device", vkms_path, "--card", vkms_path), 1,
+                   f"{vkms_path}: not a V4L2 device")
+
+
 def test_without_to_kms_is_a_usage_error(sits):
     one_line_error(sits("capture"), 2, "--to-kms")
 

@@ -347,7 +347,7 @@ def build(out: Path) -> dict:
     for c_file in opts["sources"]:   # the frame queue's C, compiled into the same module
         name = os.path.basename(c_file)
         jobs[name] = [CC, "-c", "-fPIC", *WARNINGS, *opts["extra_compile_args"], *includes,
-                      c_file,
+                      ROOT / c_file,
                       "-o", out / (name[:-2] + ".o")]
 
     # 2. libbpf.cdef, by the arm64 C compiler and by clang for BPF
