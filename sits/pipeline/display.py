@@ -152,12 +152,13 @@ class KmsDisplay:
         self.try_freeze()
 
     def try_freeze(self) -> None:
-        import numpy as np
-
-        from sits.pipeline import convert
         q, buffers = self.queue, self._freeze_from
         if buffers is None or q.L.pending.index != NONE or (self.writeback and self.writeback.pending):
             return
+        # numpy only now: the zero-copy path never needs it (seconds of a start in the test VM)
+        import numpy as np
+
+        from sits.pipeline import convert
         self._freeze_from = None
         index = q.L.on_screen.index
         if index < 0:

@@ -80,6 +80,18 @@ def test_usage_errors(sits, args, pattern, vivid_path):
     one_line_error(sits("capture", "--to-kms", "--device", vivid_path, *extra, *args), 2, pattern)
 
 
+def test_the_zero_copy_path_never_imports_numpy(vivid_path, vkms_path):
+    """It touches no pixel, so it loads no numpy (seconds of CPU of every
+    start in the test VM, and memory on an appliance)."""
+    code = ("import sys; from sits.cli.app import main; "
+            f"rc = main(['capture', '--to-kms', '--device', '{vivid_path}', '--card', '{vkms_path}', "
+            "'--format', 'XR24', '--size', '320x180', '--frames', '5', '--json']); "
+            "print('numpy loaded' if 'numpy' in sys.modules else 'no numpy'); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "no numpy"
+
+
 def test_device_paths_that_are_not_what_they_claim_are_named(sits, vivid_path, vkms_path):
     one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", "/dev/null"), 1,
                    "/dev/null: not a DRM device")
