@@ -34,6 +34,9 @@ class Consumer:
 
     #: the holder name of its leases and the key of its drop counter
     name = "consumer"
+    #: it works inside the frame queue (PipelineContext.frame_queue, set up in
+    #: start()): frames never come to take(), the queue's C hands them over
+    in_queue = False
 
     def start(self, ctx: "PipelineContext") -> None:
         """The source is configured (ctx.format, ctx.buffers): set up."""
@@ -69,9 +72,11 @@ class Consumer:
 class PipelineContext:
     """What a consumer sees of the pipeline it is attached to."""
 
-    def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable):
+    def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable, frame_queue=None):
         self.source = source
         self._watch, self._unwatch, self._fail = watch, unwatch, fail
+        #: the C frame queue that drives the source (V4L2, timer sources), or None
+        self.frame_queue = frame_queue
 
     @property
     def format(self):

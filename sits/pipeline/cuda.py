@@ -32,6 +32,13 @@ len(buffers) frames later.
 A frame's lease is released only once its batch's CUDA event has completed,
 on the loop's thread: a C host function after each batch writes an eventfd
 that the pipeline's loop watches (sits.cuda.sink.CompletionQueue).
+
+Where the source is driven by the C frame queue (V4L2, the synthetic
+camera), frames one at a time and no Python wants each batch (no
+`on_batch`), the steady state leaves Python altogether: each buffer's graph
+is handed to the queue (sits.cuda.rawgraph), which launches it when the
+buffer's frame is dequeued and queues the buffer again when its completion
+record comes (frame_queue.c). `in_queue` says so; the report is the same.
 """
 from __future__ import annotations
 
@@ -155,6 +162,11 @@ class CudaConsumer(Consumer):
         self._stream = None
         self._cp = None
         self._stopping = False
+        self.in_queue = False       # converting inside the frame queue's C (start() decides)
+        self._queue_stopped = False
+        self._queue = None
+        self._raw_graphs: list = []
+        self._done_pipe = None
 
     # ------------------------------------------------------------ set-up
     def start(self, ctx) -> None:
@@ -207,6 +219,45 @@ class CudaConsumer(Consumer):
         self.completions.drain()
         cp.cuda.runtime.deviceSynchronize()
         ctx.watch(self.completions.fileno(), self._on_completions)
+        q = getattr(ctx, "frame_queue", None)
+        if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
+            self._hand_to_queue(q, buffers)
+
+    def _hand_to_queue(self, q, buffers) -> None:
+        """Each buffer's conversion as a driver graph, launched by the frame queue's C."""
+        import os
+
+        from sits._kernel import ffi, lib
+        from sits.cuda.rawgraph import RawGraph, entry_points
+        cp, stream = self._cp, self._stream
+        nbytes = self.plan.src.frame_bytes
+        graphs = {}
+        for buf, slot in zip(buffers, self._slots):
+            if slot.staging is not None:
+                host = slot.memfd.address
+
+                def enqueue(slot=slot, host=host):
+                    cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, host, nbytes, H2D, stream.ptr)
+                    slot.fixed.enqueue()
+            else:
+                enqueue = slot.fixed.enqueue
+            raw = RawGraph(stream.ptr, enqueue)
+            self._raw_graphs.append(raw)
+            graphs[buf.index] = raw.exec
+        # the GPU time of one frame's conversion, for the report (the queue times nothing)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        for _ in range(GPU_TIMING_EVERY):
+            self._slots[0].graph.launch(stream)
+        end.record(stream)
+        end.synchronize()
+        self._gpu_ms.append(cp.cuda.get_elapsed_time(start, end) / GPU_TIMING_EVERY)
+        r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._done_pipe = (r, w)
+        launch, host_func_launch = entry_points()
+        host_fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, "sits_completion_host_fn")))
+        q.attach_cuda(graphs, stream.ptr, launch, host_func_launch, host_fn, r, w)
+        self._queue, self.in_queue = q, True
 
     def _make_plan(self, ctx, fmt):
         name = cuda_format_name(fmt.fourcc)
@@ -303,6 +354,11 @@ class CudaConsumer(Consumer):
             self.converter.convert(self._frames(items)).synchronize()
             self.batcher.observe(n, time.monotonic() - started)
 
+    def tensor_for(self, index: int):
+        """The output tensor of capture buffer `index`'s own conversion (batches
+        of one): written again with each of that buffer's frames."""
+        return self._slots[index].tensor
+
     # ------------------------------------------------------------ frames
     def ready(self) -> bool:
         return not self._stopping
@@ -332,6 +388,8 @@ class CudaConsumer(Consumer):
             self._flush()
 
     def busy(self) -> bool:
+        if self.in_queue:
+            return bool(self._queue.cuda_in_flight())
         return bool(self.completions) or bool(self.batcher)
 
     def _flush(self) -> None:
@@ -430,6 +488,8 @@ class CudaConsumer(Consumer):
         in flight are waited for (at most stop_timeout_s) and their leases
         released; then every registration, import and graph goes."""
         self._stopping = True
+        if self.in_queue:
+            self._stop_queue()
         while self.batcher is not None and len(self.batcher):
             for _, lease in self.batcher.take():
                 lease.release()
@@ -454,6 +514,28 @@ class CudaConsumer(Consumer):
                 self.abandoned += 1
         self.completions.abandon()
         self._restore_schedule()
+
+    def _stop_queue(self) -> None:
+        """The frame queue converts no more: what is in flight completes
+        (the stream is waited for: the buffers are read by it), its records
+        release the buffers, the graphs and the pipe go."""
+        import os
+        q = self._queue
+        self._stream.synchronize()
+        q.cuda_done()   # the records of what was in flight: those buffers go back
+        self.frames = q.L.cuda_frames
+        self.batches = self.frames
+        self.latencies_ms.extend(q.cuda_latencies)
+        q.detach_cuda()
+        self._ctx.unwatch(self._done_pipe[0])
+        for raw in self._raw_graphs:
+            raw.close()
+        self._raw_graphs = []
+        for fd in self._done_pipe:
+            os.close(fd)
+        self._done_pipe = None
+        self.in_queue = False
+        self._queue_stopped = True
 
     def _wait_in_flight(self, timeout_s: float) -> bool:
         """Dispatch completions until none is pending or the time is up; the
@@ -487,6 +569,10 @@ class CudaConsumer(Consumer):
         self.converter = None
 
     def report(self) -> tuple[str, dict]:
+        if self.in_queue:   # still running: the queue's counts
+            self.frames = self.batches = self._queue.L.cuda_frames
+            self.latencies_ms.clear()
+            self.latencies_ms.extend(self._queue.cuda_latencies)
         gpu = sum(self._gpu_ms) / len(self._gpu_ms) if self._gpu_ms else None
         return self.name, {
             "frames": self.frames,
@@ -501,5 +587,6 @@ class CudaConsumer(Consumer):
             "abandoned": self.abandoned,
             "registrations": self.registry.registrations if self.registry is not None else 0,
             "wake": "c" if self.completions is not None and self.completions.native else "python",
+            "converted_in": "frame queue (C)" if self.in_queue or self._queue_stopped else "python",
             "schedule": self.schedule or "cuda's",
         }

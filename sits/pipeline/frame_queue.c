@@ -41,7 +41,7 @@ static int fail(struct sits_queue *L, int op, int index)
 int sits_queue_held(struct sits_queue *L, int32_t index)
 {
 	return L->next.index == index || L->pending.index == index || L->on_screen.index == index
-	       || L->retire.index == index || L->py_hold[index];
+	       || L->retire.index == index || L->py_hold[index] || L->cuda_hold[index];
 }
 
 /* Queue `index` again if nothing holds it. A refused QBUF (vivid injects
@@ -51,6 +51,10 @@ static int give_back(struct sits_queue *L, int32_t index)
 {
 	if (index < 0 || L->queued[index] || sits_queue_held(L, index) || L->vfd < 0)
 		return 0;
+	if (L->timer) {             /* the timer source's "driver" may fill it again */
+		L->queued[index] = 1;
+		return 0;
+	}
 	struct v4l2_buffer b;
 	memset(&b, 0, sizeof b);
 	b.index = index;
@@ -181,11 +185,99 @@ int sits_queue_try_commit(struct sits_queue *L)
 	return commit(L);
 }
 
+/* Sequence numbers the source skipped between two frames (no buffer was
+ * queued when it had one to fill): V4L2's rule, for both kinds of source. */
+static void count_sequence(struct sits_queue *L, uint32_t sequence)
+{
+	if (L->sequence_seen && sequence > L->last_sequence + 1)
+		L->sequence_gaps += sequence - L->last_sequence - 1;
+	L->last_sequence = sequence;
+	L->sequence_seen = 1;
+}
+
+/* A tick of the timer source: the lowest-numbered queued buffer is filled. */
+static int timer_tick(struct sits_queue *L, struct sits_q_frame *f)
+{
+	uint64_t ticks = 0;
+	if (read(L->vfd, &ticks, sizeof ticks) != sizeof ticks)
+		return errno == EAGAIN ? 0 : fail(L, SITS_OP_DQBUF, -1);
+	int32_t index = -1;
+	for (uint32_t i = 0; i < L->nbufs && index < 0; i++)
+		if (L->queued[i])
+			index = i;
+	int64_t last = L->timer_ticks + (int64_t)ticks - 1;    /* the newest tick's sequence */
+	L->timer_ticks += ticks;
+	if (index < 0)
+		return 0;       /* lost: the next frame's sequence number shows the gap */
+	count_sequence(L, (uint32_t)last);
+	L->queued[index] = 0;
+	L->dequeued++;
+	memset(f, 0, sizeof *f);
+	f->index = index;
+	f->sequence = (uint32_t)last;
+	f->timestamp_ns = L->timer_first_ns + last * L->timer_period_ns;
+	return 1;
+}
+
+typedef int (*cu_graph_launch_fn)(uint64_t exec, uint64_t stream);
+typedef int (*cu_launch_host_func_fn)(uint64_t stream, uint64_t fn, void *arg);
+
+/* The frame's conversion: its buffer's graph, then the completion record. */
+static int cuda_submit(struct sits_queue *L, struct sits_q_frame *f)
+{
+	int rc = ((cu_graph_launch_fn)(uintptr_t)L->cu_graph_launch)(L->cu_graph[f->index], L->cu_stream);
+	if (rc == 0) {
+		uintptr_t arg = ((uintptr_t)(uint32_t)f->index << 32) | (uint32_t)L->cu_done_w;
+		rc = ((cu_launch_host_func_fn)(uintptr_t)L->cu_launch_host_func)(L->cu_stream, L->cu_host_fn,
+										   (void *)arg);
+	}
+	if (rc != 0) {
+		errno = rc;     /* a CUresult, not an errno: Python names it */
+		return fail(L, SITS_OP_CUDA, f->index);
+	}
+	L->cuda_hold[f->index] = 1;
+	L->cu_timestamp_ns[f->index] = f->timestamp_ns > 0 && f->timestamp_ns <= f->dequeued_ns
+				       ? f->timestamp_ns : f->dequeued_ns;
+	L->cuda_launched++;
+	return 0;
+}
+
+/* Completion records {index, done_ns}: each releases its buffer. */
+int sits_queue_cuda_done(struct sits_queue *L)
+{
+	struct sits_completion rec[64];
+	for (;;) {
+		ssize_t n = read(L->cu_done_r, rec, sizeof rec);
+		if (n < 0)
+			return errno == EAGAIN ? 0 : fail(L, SITS_OP_READ, -1);
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof rec[0]; i++) {
+			int32_t index = (int32_t)rec[i].id;
+			L->cuda_hold[index] = 0;
+			L->cuda_frames++;
+			if (L->cuda_latency_n < L->samples_cap)
+				L->cuda_latency_ms[L->cuda_latency_n++] =
+					(float)(((int64_t)rec[i].done_ns - L->cu_timestamp_ns[index]) / 1e6);
+			int r = give_back(L, index);
+			if (r)
+				return r;
+		}
+		if (n < (ssize_t)sizeof rec)
+			return 0;
+	}
+}
+
 /* One DQBUF; buffers the driver marks with V4L2_BUF_FLAG_ERROR are counted
  * and queued again, never shown or delivered. */
 int sits_queue_capture(struct sits_queue *L)
 {
 	struct v4l2_buffer b;
+	struct sits_q_frame f;
+	if (L->timer) {
+		int got = timer_tick(L, &f);
+		if (got <= 0)
+			return got < 0 ? SITS_Q_ERROR : 0;
+		goto frame;
+	}
 	for (uint32_t i = 0; i < L->nbufs; i++) {
 		if (L->unqueued[i]) {
 			L->unqueued[i] = 0;
@@ -205,10 +297,7 @@ int sits_queue_capture(struct sits_queue *L)
 		}
 		L->dequeued++;
 		L->queued[b.index] = 0;
-		if (L->sequence_seen && b.sequence > L->last_sequence + 1)
-			L->sequence_gaps += b.sequence - L->last_sequence - 1;
-		L->last_sequence = b.sequence;
-		L->sequence_seen = 1;
+		count_sequence(L, b.sequence);
 		if (!(b.flags & V4L2_BUF_FLAG_ERROR))
 			break;
 		L->buffer_errors++;
@@ -216,21 +305,26 @@ int sits_queue_capture(struct sits_queue *L)
 		if (r)
 			return r;
 	}
-	struct sits_q_frame f;
 	memset(&f, 0, sizeof f);
 	f.index = b.index;
 	f.sequence = b.sequence;
 	f.bytesused = b.bytesused;
-	f.fence = -1;
 	f.timestamp_ns = (int64_t)b.timestamp.tv_sec * 1000000000 + (int64_t)b.timestamp.tv_usec * 1000;
+frame:
+	f.fence = -1;
 	f.dequeued_ns = L->last_frame_ns = now_ns();
 	L->captured++;
+	if (L->cuda) {
+		int r = cuda_submit(L, &f);
+		if (r)
+			return r;
+	}
 	if (L->deliver) {
 		L->py_hold[f.index] = 1;
 		L->delivered = f;
 	}
 	if (!L->display)
-		return give_back(L, f.index);   /* no consumer took it: queued again */
+		return give_back(L, f.index);   /* unless a consumer holds it, queued again */
 	int32_t dropped = L->next.index;
 	L->next = f;
 	if (dropped != SITS_Q_NONE) {       /* a newer frame came first */
@@ -363,6 +457,8 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 			int fd = ev[i].data.fd, r = 0;
 			if (fd == L->vfd && L->vfd >= 0 && (ev[i].events & EPOLLIN))
 				r = settle(L, sits_queue_capture(L));
+			else if (fd == L->cu_done_r && L->cuda)
+				r = settle(L, sits_queue_cuda_done(L));
 			else if (fd == L->dfd && L->display)
 				r = settle(L, sits_queue_flip_events(L));
 			else

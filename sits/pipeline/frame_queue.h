@@ -34,7 +34,8 @@ enum {
 	SITS_Q_DELIVER = 7,     /* a frame for Python's consumers is in `delivered` */
 };
 
-enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5 };
+enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
+       SITS_OP_CUDA = 6 };
 
 struct sits_q_frame {
 	int32_t index;          /* capture buffer, or SITS_Q_NONE / _OWN / _COPY */
@@ -73,6 +74,27 @@ struct sits_queue {
 	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
 	uint32_t last_sequence;
 	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
+	/* a timer source instead of V4L2 (sits/pipeline/synthetic.py): vfd is a
+	 * timerfd; each tick fills the lowest-numbered queued buffer, stamped
+	 * timer_first_ns + tick * timer_period_ns; a tick that finds none is a
+	 * skipped sequence number, as a driver's */
+	int32_t timer;
+	int64_t timer_first_ns, timer_period_ns, timer_ticks;
+	/* the CUDA consumer's steady state (sits/pipeline/cuda.py): each frame's
+	 * buffer's conversion graph is launched here, followed by a host function
+	 * that writes {index, done_ns} to the cu_done pipe; reading that record
+	 * releases the buffer. Function pointers: cuGraphLaunch, cuLaunchHostFunc
+	 * (the driver's, resolved by Python), the host function. */
+	int32_t cuda;
+	uint64_t cu_graph[SITS_Q_MAX_BUFS];     /* CUgraphExec of each buffer's conversion */
+	uint64_t cu_stream;                     /* CUstream */
+	uint64_t cu_graph_launch, cu_launch_host_func, cu_host_fn;
+	int32_t cu_done_r, cu_done_w;
+	uint8_t cuda_hold[SITS_Q_MAX_BUFS];     /* a conversion in flight reads it */
+	int64_t cu_timestamp_ns[SITS_Q_MAX_BUFS];   /* the frame in it, latency counts from there */
+	int64_t cuda_frames, cuda_launched;
+	float *cuda_latency_ms;                 /* V4L2 timestamp -> done on the GPU; Python drains it */
+	int32_t cuda_latency_n;
 	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
 	int32_t samples_cap, latency_n, submit_n;
 	int32_t err, err_op, err_index;
@@ -88,6 +110,7 @@ int sits_queue_release(struct sits_queue *L, int32_t index);
 int sits_queue_drop_next(struct sits_queue *L);
 int sits_queue_requeue_idle(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
+int sits_queue_cuda_done(struct sits_queue *L);
 /* cdef-end */
 
 #endif

@@ -10,14 +10,14 @@ going comes here (`release()`, CaptureDevice.queue_owner) and C requeues
 the buffer once the display no longer holds it either.
 """
 from sits._kernel import ffi, lib
-from sits.errors import IoctlError, KernelCallError
+from sits.errors import DeviceError, IoctlError, KernelCallError, UsageError
 from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
 SAMPLES = 2048   # latency samples between two drains (a drain is every call)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
-       lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read(drm)",
-       lib.SITS_OP_EPOLL: "epoll_wait"}
+       lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
+       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuLaunchHostFunc"}
 NONE, OWN, COPY = lib.SITS_Q_NONE, lib.SITS_Q_OWN, lib.SITS_Q_COPY
 
 
@@ -34,7 +34,9 @@ class FrameQueue:
         self.L = L = ffi.new("struct sits_queue *")
         self._latency = ffi.new("float[]", SAMPLES)
         self._submit = ffi.new("float[]", SAMPLES)
+        self._cuda_latency = ffi.new("float[]", SAMPLES)
         L.latency_ms, L.submit_ms, L.samples_cap = self._latency, self._submit, SAMPLES
+        L.cuda_latency_ms = self._cuda_latency
         L.epfd, L.vfd, L.dfd = epoll_fd, -1, -1
         for slot in (L.next, L.pending, L.on_screen, L.retire, L.delivered):
             slot.index, slot.fence = NONE, -1
@@ -43,24 +45,41 @@ class FrameQueue:
         self.frames: dict[int, Frame] = {}   # buffers Python's consumers hold
         self.latencies: list[float] = []
         self.submit_ms: list[float] = []
+        self.cuda_latencies: list[float] = []   # capture -> done on the GPU, frames converted in C
         self.c_commits = 0     # commits made inside run(): the C loop's share
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
 
     # ------------------------------------------------------------ devices
     def attach(self, cap) -> None:
-        """Queue `cap`'s buffers from now on (before cap.start())."""
+        """Queue `cap`'s buffers from now on (before cap.start()): a V4L2
+        CaptureDevice, or a timer source (its `timer_fd`: SyntheticCamera)."""
         L = self.L
         if len(cap.buffers) > lib.SITS_Q_MAX_BUFS:
-            raise IoctlError(22, f"more than {lib.SITS_Q_MAX_BUFS} capture buffers")
+            raise UsageError(f"{len(cap.buffers)} capture buffers; at most {lib.SITS_Q_MAX_BUFS}")
         if self.device is not None and self.device is not cap:
             self.device.queue_owner = None
-        L.vfd, L.memory, L.nbufs = cap.fileno(), cap.memory_type, len(cap.buffers)
+        timer = getattr(cap, "timer_fd", None)
+        L.timer = int(timer is not None)
+        L.vfd = timer if timer is not None else cap.fileno()
+        L.memory = 0 if timer is not None else cap.memory_type
+        L.nbufs = len(cap.buffers)
         for b in cap.buffers:
-            L.dmabuf_fd[b.index] = b.dmabuf.fileno()
-            L.length[b.index] = b.dmabuf.size
-            L.queued[b.index] = L.py_hold[b.index] = L.unqueued[b.index] = 0
+            if timer is None:
+                L.dmabuf_fd[b.index] = b.dmabuf.fileno()
+                L.length[b.index] = b.dmabuf.size
+            L.queued[b.index] = L.py_hold[b.index] = L.unqueued[b.index] = L.cuda_hold[b.index] = 0
         self.device = cap
         cap.queue_owner = self
+
+    @property
+    def source_fd(self) -> int:
+        """The fd whose readiness means a frame (DQBUF, or a timer tick)."""
+        return self.L.vfd
+
+    def timer_started(self, first_ns: int, period_ns: int) -> None:
+        """The timer source's clock: tick k lands at first_ns + k * period_ns."""
+        L = self.L
+        L.timer_first_ns, L.timer_period_ns, L.timer_ticks = first_ns, period_ns, 0
 
     def detach(self) -> None:
         """The device is gone or closing: nothing is queued into it any more.
@@ -143,6 +162,27 @@ class FrameQueue:
         lib.sits_queue_committed(self.L, kind, fd, started_ns)
         self._drain(0)
 
+    def attach_cuda(self, graphs: dict, stream: int, launch: int, host_func_launch: int, host_fn: int,
+                    done_r: int, done_w: int) -> None:
+        """Convert every frame in C from now on: `graphs` maps a buffer index
+        to its conversion's CUgraphExec, launched on `stream`, each followed
+        by `host_fn`'s completion record on the done pipe."""
+        L = self.L
+        for index, exec_ in graphs.items():
+            L.cu_graph[index] = exec_
+        L.cu_stream, L.cu_graph_launch, L.cu_launch_host_func, L.cu_host_fn = stream, launch, host_func_launch, host_fn
+        L.cu_done_r, L.cu_done_w = done_r, done_w
+        L.cuda = 1
+
+    def detach_cuda(self) -> None:
+        self.L.cuda = 0
+
+    def cuda_done(self) -> int:
+        return self._drain(lib.sits_queue_cuda_done(self.L))
+
+    def cuda_in_flight(self) -> int:
+        return sum(self.L.cuda_hold[i] for i in range(self.L.nbufs))
+
     def retired(self) -> int:
         return self._drain(lib.sits_queue_retired(self.L))
 
@@ -157,14 +197,20 @@ class FrameQueue:
         if L.submit_n:
             self.submit_ms.extend(ffi.unpack(self._submit, L.submit_n))
             L.submit_n = 0
+        if L.cuda_latency_n:
+            self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))
+            L.cuda_latency_n = 0
         return code
 
     def error(self) -> QueueError:
         """What the last SITS_Q_ERROR was."""
         L = self.L
         op = OPS.get(L.err_op, "frame queue")
-        err = (IoctlError if L.err_op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF, lib.SITS_OP_ATOMIC)
-               else KernelCallError)(L.err, op)
+        if L.err_op == lib.SITS_OP_CUDA:   # err is a CUresult
+            err = DeviceError(f"{op}: CUresult {L.err} (buffer {L.err_index})")
+        else:
+            err = (IoctlError if L.err_op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF, lib.SITS_OP_ATOMIC)
+                   else KernelCallError)(L.err, op)
         return QueueError(L.err_op, err, L.err_index)
 
     def close_fences(self) -> None:

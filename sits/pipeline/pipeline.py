@@ -70,6 +70,7 @@ class Pipeline:
         self._last_sequence = None
         self._py_gaps = 0
         self._passes = None
+        self._python_ports = self.ports   # those fed from Python (not a consumer working inside the queue)
 
     # ------------------------------------------------------------- control
     def request_stop(self, reason: str = "signal") -> None:
@@ -165,19 +166,25 @@ class Pipeline:
         self._closers.append(self._poller)
         self.watch(self._stop_r, lambda: os.read(self._stop_r, 64))
         src = self.source
-        if isinstance(src, CaptureDevice):
+        v4l2 = isinstance(src, CaptureDevice)
+        if v4l2 or getattr(src, "timer_fd", None) is not None:   # the frame queue drives it
             self.queue = FrameQueue(self._poller.fileno())
             self.queue.attach(src)
-            if self.display is not None:
-                self.display.attach(self.queue, src, self.watch_fence, self.handle)
-        elif self.display is not None:
-            raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
+        if self.display is not None:
+            if not v4l2:
+                raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
+            self.display.attach(self.queue, src, self.watch_fence, self.handle)
         for port in self.ports:
-            ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail)
+            ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail, self.queue)
             self._guard(port, port.consumer.start, ctx)
+        self._python_ports = [p for p in self.ports if not p.consumer.in_queue]
         if self.queue is not None:
-            self.queue.L.deliver = int(bool(self.ports))
-            self._monitor()
+            L = self.queue.L
+            L.deliver = int(bool(self._python_ports))
+            if L.cuda:   # a consumer converts in C: its completions are the queue's
+                self.watch(L.cu_done_r, lambda: self._step(self.queue.cuda_done))
+            if v4l2:
+                self._monitor()
         self.start_source(src)
         if self.display is not None:
             self._handlers[self.display.card.fileno()] = lambda: self._step(self.queue.flip_events)
@@ -246,7 +253,7 @@ class Pipeline:
         """The source fd in the loop, or out of it while a consumer blocks."""
         if on == self._source_watched or self.source is None:
             return
-        fd = self.source.fileno()
+        fd = self.queue.source_fd if self.queue is not None else self.source.fileno()
         if on:
             self._handlers[fd] = self._on_source
             self._poller.register(fd, select.EPOLLIN | select.EPOLLPRI)
@@ -354,6 +361,8 @@ class Pipeline:
             L = self.queue.L
             if L.pending.index != lib.SITS_Q_NONE or L.retire.index != lib.SITS_Q_NONE:
                 return True
+        if self.queue is not None and self.queue.L.cuda and self.queue.cuda_in_flight():
+            return True
         return bool(self._fences) or any(p.consumer.busy() for p in self.ports)
 
     def _guard(self, port, fn, *args):
@@ -414,13 +423,13 @@ class Pipeline:
 
     def _deliver(self, frame) -> None:
         self._last_frame = time.monotonic()
-        if self.queue is None:
+        if self.queue is None:   # a source dequeued here: its counts are ours
             self.summary.frames_captured += 1
             last = self._last_sequence
             if last is not None and frame.sequence > last + 1:
                 self._py_gaps += frame.sequence - last - 1
             self._last_sequence = frame.sequence
-        for port in self.ports:
+        for port in self._python_ports:
             self._guard(port, port.offer, frame)
         if not frame.holders:    # nobody took it
             frame.lease("pipeline").release()
@@ -433,7 +442,7 @@ class Pipeline:
         if is_disconnect(exc.error):
             self._camera_lost(exc.error)
             return
-        if exc.op == lib.SITS_OP_DQBUF:
+        if exc.op == lib.SITS_OP_DQBUF and isinstance(cap, CaptureDevice):
             cap.dequeue_failed(exc.error)   # a fatal queue error: the queue restarts
             return
         raise exc.error

@@ -95,7 +95,7 @@ class SyntheticCamera:
         self.stats = CaptureStats()
         self.fps = float(fps)
         self.skipped = 0            # ticks that found no queued buffer (sequence numbers lost)
-        self.queue_owner = None     # CaptureDevice's hook for a C loop; never set here
+        self.queue_owner = None     # the C frame queue, while it drives this source (as for V4L2)
         self._queue: collections.deque = collections.deque()   # buffers the "driver" may fill
         self._done: collections.deque = collections.deque()    # (buffer, sequence, timestamp_ns)
         self._sequence = 0
@@ -115,6 +115,12 @@ class SyntheticCamera:
         return self._epoll.fileno()
 
     @property
+    def timer_fd(self) -> int:
+        """The frame clock's timerfd: the C frame queue reads its ticks itself
+        (sits/pipeline/frame_queue.c), as it does DQBUF for V4L2."""
+        return self._timer.fileno()
+
+    @property
     def closed(self) -> bool:
         return self._epoll.closed
 
@@ -132,13 +138,18 @@ class SyntheticCamera:
     def start(self) -> None:
         if self.streaming:
             return
-        for b in self.buffers:
-            if not b.queued and not b.leased:
-                b.queued = True
-                self._queue.append(b)
         self._sequence = 0
         period = self.period_ns
-        self._timer.start(time.monotonic_ns() + period, period)
+        first = time.monotonic_ns() + period
+        if self.queue_owner is not None:
+            self.queue_owner.requeue_idle()
+            self.queue_owner.timer_started(first, period)
+        else:
+            for b in self.buffers:
+                if not b.queued and not b.leased:
+                    b.queued = True
+                    self._queue.append(b)
+        self._timer.start(first, period)
         self.streaming = True
 
     def stop(self) -> None:
@@ -152,6 +163,8 @@ class SyntheticCamera:
             self._timer.expirations()
         for b in self.buffers:
             b.queued = False
+        if self.queue_owner is not None:
+            self.queue_owner.forget_queued()
         self._queue.clear()
         self._done.clear()
         self._set_ready(False)
@@ -205,6 +218,9 @@ class SyntheticCamera:
     def requeue(self, buf: CaptureBuffer) -> None:
         """A frame's last lease went: the buffer may be filled again, by ticks
         after now (the ticks before it were lost or went to other buffers)."""
+        if self.queue_owner is not None:
+            self.queue_owner.release(buf)
+            return
         if not self.streaming or buf.queued or buf.leased or self.closed:
             return
         self._land()

@@ -97,6 +97,41 @@ def test_output_equals_the_oracle_and_buffers_register_once(cp, code, ingest):
         cam.close()
 
 
+@pytest.mark.parametrize("ingest", ["copy", "direct"])
+def test_without_python_per_frame_the_queue_converts_in_c(cp, ingest):
+    """No on_batch: each buffer's graph is launched by the frame queue's C and
+    its completion record queues the buffer again; every frame converted,
+    the outputs the oracle's, latencies from the completion records."""
+    cam = SyntheticCamera("YUYV", (640, 360), fps=240, buffers=4)
+    consumer = CudaConsumer(SPEC, ingest=ingest)
+    taken = []
+    consumer.take = lambda frame, lease: taken.append(frame)   # never called in C mode
+    try:
+        summary = make_pipeline(cam, [consumer]).run(frames=48)
+        rep = section(summary, "cuda")
+        assert rep["converted_in"] == "frame queue (C)" and taken == []
+        assert rep["frames"] == summary.frames_captured == 48
+        lat = rep["latency_ms"]
+        assert lat["p50"] is not None and 0 < lat["p50"] <= lat["p99"] < 1000
+        plan = consumer.plan
+        for b in cam.buffers:
+            want = R.convert_batch([b.memfd.array.copy()], plan)
+            got = cp.asnumpy(consumer.tensor_for(b.index))
+            assert R.max_error(got, want, "float32") <= 1.0
+    finally:
+        cam.close()
+
+
+def test_an_on_batch_callback_keeps_the_python_path(cp):
+    cam = SyntheticCamera("YUYV", (640, 360), fps=240, buffers=4)
+    consumer = CudaConsumer(SPEC, on_batch=lambda batch: None)
+    try:
+        rep = section(make_pipeline(cam, [consumer]).run(frames=12), "cuda")
+        assert rep["converted_in"] == "python" and rep["frames"] == 12
+    finally:
+        cam.close()
+
+
 def test_batches_through_convert_equal_the_oracle(cp):
     cam = SyntheticCamera("YUYV", (640, 360), fps=480, buffers=8)
     consumer = CudaConsumer(SPEC, max_batch=4, latency_budget_s=0.030)
@@ -198,6 +233,38 @@ def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
     assert in_flight[10] is False  # the stop came while the batch was on the GPU
     assert rep["frames"] == rep["batches"] and rep["abandoned"] == 0
     assert not any(b.leased or b.queued for b in cam.buffers)
+    assert len(consumer.registry) == 0
+    cam.close()
+    del pipeline, consumer
+    gc.collect()
+    assert open_fds() == before
+
+
+def test_sigterm_with_conversions_in_flight_in_c_releases_everything(cp):
+    """The queue's C converting: SIGTERM mid-run; what was launched completes
+    (every launched frame is counted converted), the buffers go back, no fd stays."""
+    with SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4) as warm:
+        make_pipeline(warm, [CudaConsumer(OutputSpec(224, 224, dtype="float16"))]).run(frames=3)
+    gc.collect()
+    before = open_fds()
+    cam = SyntheticCamera("YUYV", (1920, 1080), fps=240, buffers=4)
+    consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
+    sent = []
+
+    def status(s):
+        if s.frames_captured >= 20 and not sent:
+            sent.append(s.frames_captured)
+            os.kill(os.getpid(), signal.SIGTERM)
+    pipeline = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.01)
+    old = signal.signal(signal.SIGTERM, lambda *_: pipeline.request_stop("SIGTERM"))
+    try:
+        summary = pipeline.run(duration=10)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    rep = consumer.report()[1]
+    assert sent and summary.stopped_by == "SIGTERM"
+    assert rep["converted_in"] == "frame queue (C)"
+    assert rep["frames"] == summary.frames_captured   # each launched conversion completed and was counted
     assert len(consumer.registry) == 0
     cam.close()
     del pipeline, consumer
