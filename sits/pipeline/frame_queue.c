@@ -53,6 +53,7 @@ static int give_back(struct sits_queue *L, int32_t index)
 		return 0;
 	if (L->timer) {             /* the timer source's "driver" may fill it again */
 		L->queued[index] = 1;
+		L->queued_order[index] = ++L->queue_clock;
 		return 0;
 	}
 	struct v4l2_buffer b;
@@ -195,15 +196,15 @@ static void count_sequence(struct sits_queue *L, uint32_t sequence)
 	L->sequence_seen = 1;
 }
 
-/* A tick of the timer source: the lowest-numbered queued buffer is filled. */
+/* A tick of the timer source: the buffer queued longest ago is filled. */
 static int timer_tick(struct sits_queue *L, struct sits_q_frame *f)
 {
 	uint64_t ticks = 0;
 	if (read(L->vfd, &ticks, sizeof ticks) != sizeof ticks)
 		return errno == EAGAIN ? 0 : fail(L, SITS_OP_DQBUF, -1);
 	int32_t index = -1;
-	for (uint32_t i = 0; i < L->nbufs && index < 0; i++)
-		if (L->queued[i])
+	for (uint32_t i = 0; i < L->nbufs; i++)
+		if (L->queued[i] && (index < 0 || L->queued_order[i] < L->queued_order[index]))
 			index = i;
 	int64_t last = L->timer_ticks + (int64_t)ticks - 1;    /* the newest tick's sequence */
 	L->timer_ticks += ticks;

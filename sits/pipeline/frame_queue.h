@@ -75,11 +75,13 @@ struct sits_queue {
 	uint32_t last_sequence;
 	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
 	/* a timer source instead of V4L2 (sits/pipeline/synthetic.py): vfd is a
-	 * timerfd; each tick fills the lowest-numbered queued buffer, stamped
+	 * timerfd; each tick fills the buffer queued longest ago, stamped
 	 * timer_first_ns + tick * timer_period_ns; a tick that finds none is a
 	 * skipped sequence number, as a driver's */
 	int32_t timer;
 	int64_t timer_first_ns, timer_period_ns, timer_ticks;
+	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
+	uint64_t queue_clock;
 	/* the CUDA consumer's steady state (sits/pipeline/cuda.py): each frame's
 	 * buffer's conversion graph is launched here, followed by a host function
 	 * that writes {index, done_ns} to the cu_done pipe; reading that record

@@ -104,20 +104,27 @@ def test_without_python_per_frame_the_queue_converts_in_c(cp, ingest):
     the outputs the oracle's, latencies from the completion records."""
     cam = SyntheticCamera("YUYV", (640, 360), fps=240, buffers=4)
     consumer = CudaConsumer(SPEC, ingest=ingest)
-    taken = []
+    taken, outputs = [], {}
     consumer.take = lambda frame, lease: taken.append(frame)   # never called in C mode
+
+    def status(s):
+        # each buffer's tensor, read while running (the consumer frees them at
+        # the stop); its pixels never change, so any finished write is the same
+        if s.frames_captured >= 24 and not outputs:
+            cp.cuda.runtime.deviceSynchronize()
+            outputs.update({b.index: cp.asnumpy(consumer.tensor_for(b.index)) for b in cam.buffers})
     try:
-        summary = make_pipeline(cam, [consumer]).run(frames=48)
+        summary = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.01).run(frames=48)
         rep = section(summary, "cuda")
         assert rep["converted_in"] == "frame queue (C)" and taken == []
         assert rep["frames"] == summary.frames_captured == 48
         lat = rep["latency_ms"]
         assert lat["p50"] is not None and 0 < lat["p50"] <= lat["p99"] < 1000
         plan = consumer.plan
+        assert len(outputs) == len(cam.buffers)
         for b in cam.buffers:
             want = R.convert_batch([b.memfd.array.copy()], plan)
-            got = cp.asnumpy(consumer.tensor_for(b.index))
-            assert R.max_error(got, want, "float32") <= 1.0
+            assert R.max_error(outputs[b.index], want, "float32") <= 1.0
     finally:
         cam.close()
 
@@ -213,8 +220,21 @@ def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
     consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
     pipeline = make_pipeline(cam, [consumer])
     in_flight = []
+    spin = cp.RawKernel(r"""
+    extern "C" __global__ void spin(long long cycles) {
+        long long t0 = clock64();
+        while (clock64() - t0 < cycles) {}
+    }""", "spin")
+    gate_stream = cp.cuda.Stream(non_blocking=True)
 
     def on_batch(batch):
+        if len(in_flight) == 9:
+            # the next batch waits behind ~50 ms of GPU work: surely in flight at the stop
+            with gate_stream:
+                spin((1,), (1,), (cp.int64(100_000_000),))
+            gate = cp.cuda.Event(disable_timing=True)
+            gate.record(gate_stream)
+            batch.stream.wait_event(gate)
         if len(in_flight) == 10:
             in_flight.append(batch.event.done)
             if how == "SIGTERM":
