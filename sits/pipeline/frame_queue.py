@@ -134,10 +134,6 @@ class FrameQueue:
         L = self.L
         return index in (L.next.index, L.pending.index, L.on_screen.index, L.retire.index)
 
-    def idle(self, index: int) -> bool:
-        """Nothing holds the buffer (display slots, Python, the driver)."""
-        return not lib.sits_queue_held(self.L, index) and not self.L.queued[index]
-
     # --------------------------------------------------------------- steps
     def run(self, timeout_ms: int) -> int:
         before = self.L.submit_n

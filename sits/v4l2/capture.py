@@ -61,14 +61,6 @@ class Lease:
             self._live = False
             self.frame._release(self)
 
-    def hand_over(self) -> None:
-        """The claim passes to code that keeps no Lease objects (the C flip
-        loop holds the buffer by index): the lease ends, and its going does
-        not requeue the buffer even when it was the last."""
-        if self._live:
-            self._live = False
-            self.frame._leases.discard(self)
-
     @property
     def live(self) -> bool:
         return self._live
