@@ -38,12 +38,21 @@ def observer(vkms_path):
 def display_state(card) -> tuple:
     """What a next client would find: each plane's CRTC and framebuffer,
     each CRTC's ACTIVE and mode (the MODE_ID blob's bytes)."""
-    planes = sorted((p.id, p.crtc_id, p.fb_id) for p in card.planes())
-    crtcs = []
-    for crtc in card.resources().crtcs:
-        blob = card.prop_value(crtc, "MODE_ID")
-        crtcs.append((crtc, card.prop_value(crtc, "ACTIVE"), raw.get_blob(card.fileno(), blob) if blob else b""))
-    return planes, crtcs
+    import errno
+    for _ in range(10):
+        try:
+            planes = sorted((p.id, p.crtc_id, p.fb_id) for p in card.planes())
+            crtcs = []
+            for crtc in card.resources().crtcs:
+                blob = card.prop_value(crtc, "MODE_ID")
+                crtcs.append((crtc, card.prop_value(crtc, "ACTIVE"),
+                              raw.get_blob(card.fileno(), blob) if blob else b""))
+            return planes, crtcs
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            # a blob replaced between reading its id and its bytes (sits is committing): look again
+    raise AssertionError("the display state kept changing under the reads")
 
 
 def showing_sits(card, before, timeout_s=120) -> bool:
