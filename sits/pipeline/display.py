@@ -133,15 +133,14 @@ class KmsDisplay:
             self._handle(self.queue.try_commit())
 
     def _convert(self, buf) -> DumbBuffer:
-        import numpy as np
-
         from sits.pipeline import convert
         dumb = self.dumbs[self._dumb_i % len(self.dumbs)]
         self._dumb_i += 1
         f = buf.format
         with buf.dmabuf.cpu_access() as m:
             src = convert.rows(m, f.height, f.bytesperline, f.width * 2)
-            dst = np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :f.width * 4]
+            # the mapping is whole pages: the image is its first height x pitch bytes
+            dst = convert.rows(dumb.map(), dumb.height, dumb.pitch, f.width * 4)
             convert.CONVERTERS[f.fourcc](src, dst.reshape(f.height, f.width, 4))
         return dumb
 
@@ -155,9 +154,7 @@ class KmsDisplay:
         q, buffers = self.queue, self._freeze_from
         if buffers is None or q.L.pending.index != NONE or (self.writeback and self.writeback.pending):
             return
-        # numpy only now: the zero-copy path never needs it (seconds of a start in the test VM)
-        import numpy as np
-
+        # numpy (convert) only now: the zero-copy path never needs it (seconds of a start in the test VM)
         from sits.pipeline import convert
         self._freeze_from = None
         index = q.L.on_screen.index
@@ -173,7 +170,7 @@ class KmsDisplay:
         try:
             with buf.dmabuf.cpu_access() as m:
                 src = convert.rows(m, f.height, f.bytesperline, row)
-                np.frombuffer(dumb.map(), np.uint8).reshape(dumb.height, dumb.pitch)[:, :row] = src
+                convert.rows(dumb.map(), dumb.height, dumb.pitch, row)[:] = src
         except OSError:
             pass  # the old buffer cannot be read: the freeze frame stays as it was
         started = time.monotonic_ns()
