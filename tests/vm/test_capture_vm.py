@@ -160,20 +160,6 @@ def test_percentage_of_dropped_buffers_is_survived(vivid_path, vkms_path, no_lea
     assert s.frames_captured == 10
 
 
-def test_crtc_state_is_restored(vivid_path, vkms_path):
-    from sits.drm.card import Card
-    with Card.open(vkms_path) as card:
-        before = {(c.id, c.connection) for c in card.connectors()}
-        crtc = card.resources().crtcs[0]
-        active_before = card.prop_value(crtc, "ACTIVE")
-        mode_before = card.prop_value(crtc, "MODE_ID") != 0
-    run(device=vivid_path, card=vkms_path, format="XR24", size=(1280, 720), frames=3)
-    with Card.open(vkms_path) as card:
-        assert {(c.id, c.connection) for c in card.connectors()} == before
-        assert card.prop_value(crtc, "ACTIVE") == active_before
-        assert (card.prop_value(crtc, "MODE_ID") != 0) == mode_before
-
-
 def test_display_hotplug_pauses_and_resumes(vivid_path, vkms_path, no_leaks):
     import os
     name = [n for n in os.listdir("/sys/class/drm") if n.endswith("Virtual-1")][0]
