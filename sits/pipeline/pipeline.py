@@ -66,7 +66,6 @@ class Pipeline:
         self._poller = None
         self.queue: FrameQueue | None = None
         self._stats_base = CaptureStats()
-        self._dropped_base = self._gaps_base = 0
         self._last_sequence = None
         self._py_gaps = 0
         self._passes = None
