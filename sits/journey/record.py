@@ -1,0 +1,94 @@
+"""The per-frame record: its fields, and the NDJSON / CSV files that hold
+them. Both producers -- the kernel's journey (sits/ebpf/programs/
+journey.bpf.c, joined by buffer identity) and sits' own pipeline
+(`sits capture --timeline`) -- write this schema, so a test can hold one
+against the other frame by frame.
+
+Times are CLOCK_MONOTONIC nanoseconds; a stage the frame never reached is
+None (NDJSON null, an empty CSV cell).
+"""
+from __future__ import annotations
+
+import csv
+import json
+
+#: a frame's stages, in the order it reaches them
+STAGES = ("captured",        # vb2 buffer done: the V4L2 timestamp
+          "dequeued",        # VIDIOC_DQBUF handed it to the application
+          "committed",       # the commit that put it (or its copy) on a plane
+          "scanout",         # the vblank at which it went on screen
+          "replaced",        # the vblank at which the next frame took its place
+          "requeued",        # VIDIOC_QBUF gave the buffer back
+          "cuda_submitted",  # its conversion was launched (sits' own pipeline)
+          "cuda_done")       # ... and completed on the GPU
+
+FIELDS = ("pid",             # the process that dequeued it
+          "buffer",          # capture buffer index
+          "sequence",        # V4L2 sequence number
+          *(f"{s}_ns" for s in STAGES),
+          "skipped_before",  # sequence numbers the driver skipped just before this one
+          "copied",          # the application copied its pixels: the commit is of the copy
+          "vblanks",         # vblanks it was on screen (replaced - scanout), None when unknown
+          "late_ns")         # committed this long after a vblank it could have made (None: not late)
+
+#: drop causes, each counted from the records (stats.py)
+DROP_CAUSES = ("sequence_gap", "not_shown", "late", "repeated")
+
+
+def new(**values) -> dict:
+    """A record with every field, None where `values` says nothing."""
+    rec = dict.fromkeys(FIELDS)
+    rec["skipped_before"] = 0
+    rec["copied"] = False
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise KeyError(f"not a frame record field: {', '.join(sorted(unknown))}")
+    rec.update(values)
+    return rec
+
+
+class Writer:
+    """Frame records to a file: CSV when its name ends in .csv, NDJSON
+    otherwise. Owns the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.csv = path.endswith(".csv")
+        self._f = open(path, "w", newline="" if self.csv else None)
+        self.written = 0
+        if self.csv:
+            self._csv = csv.writer(self._f)
+            self._csv.writerow(FIELDS)
+
+    def write(self, rec: dict) -> None:
+        if self.csv:
+            self._csv.writerow(["" if rec[k] is None else int(rec[k]) if isinstance(rec[k], bool) else rec[k]
+                                for k in FIELDS])
+        else:
+            self._f.write(json.dumps({k: rec[k] for k in FIELDS}, separators=(",", ":")) + "\n")
+        self.written += 1
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read(path: str) -> list[dict]:
+    """The records of a file Writer wrote (either format)."""
+    with open(path, newline="") as f:
+        if not path.endswith(".csv"):
+            return [json.loads(line) for line in f if line.strip()]
+        out = []
+        for row in csv.DictReader(f):
+            rec = {}
+            for k in FIELDS:
+                v = row[k]
+                rec[k] = None if v == "" else (v == "1") if k == "copied" else int(v)
+            out.append(rec)
+        return out
