@@ -81,3 +81,5 @@ DROP_IDS = _members("sits_drop", "SITS_DROP_", skip=("MAX",))
 HIST_SLOTS = DEFINES["SITS_HIST_SLOTS"]
 SUB_BITS = DEFINES["SITS_SUB_BITS"]
 COMM_LEN = DEFINES["SITS_COMM_LEN"]
+#: enum sits_frame_flags (journey.bpf.c's records): COPIED, ERROR, ...
+FRAME_FLAGS = _members("sits_frame_flags", "SITS_FRAME_")

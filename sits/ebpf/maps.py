@@ -91,6 +91,22 @@ def fence_names(map_fd: int) -> dict[int, str]:
     return out
 
 
+def values_bytes(map_fd: int, value_ctype: str) -> bytes:
+    """Every value of a hash map keyed by __u64, as one run of `value_ctype`
+    structs (for numpy), in no particular order."""
+    ffi, lib = libbpf.load()
+    key, nxt = ffi.new("__u64 *"), ffi.new("__u64 *")
+    val = ffi.new(f"{value_ctype} *")
+    size = ffi.sizeof(value_ctype)
+    out, prev = [], ffi.NULL
+    while lib.bpf_map_get_next_key(map_fd, prev, nxt) == 0:
+        key[0] = nxt[0]
+        prev = key
+        if lib.bpf_map_lookup_elem(map_fd, key, val) == 0:
+            out.append(bytes(ffi.buffer(val, size)))
+    return b"".join(out)
+
+
 def drain_hist(map_fd: int, epoch: int, rows: dict[RowKey, Histogram], what: str) -> None:
     """Add the rows of `epoch` in a per-CPU histogram map (struct
     sits_hist_key -> struct sits_hist) to `rows`, then delete them; the

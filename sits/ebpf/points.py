@@ -44,11 +44,15 @@ POINTS: tuple[ProbePoint, ...] = (
     _point("avcodec_receive_frame", "avcodec", "ret", "avcodec_receive_frame() (decode)", "decode"),
     _point("avcodec_send_frame", "avcodec", "ret", "avcodec_send_frame() (encode)", "decode"),
     _point("avcodec_receive_packet", "avcodec", "ret", "avcodec_receive_packet() (encode)", "decode"),
+    _point("frame_scanout", "frames", "crtc", "a frame's V4L2 timestamp -> the vblank it went on screen at "
+           "(sits probe frames: every stage of every frame)"),
 )
 POINT_BY_ID = {p.id: p for p in POINTS}
 POINT_BY_NAME = {p.name: p for p in POINTS}
-GROUPS = ("syscalls", "ioctl", "fence", "v4l2", "drm", "avcodec")
-DEFAULT_GROUPS = GROUPS
+GROUPS = ("syscalls", "ioctl", "fence", "v4l2", "drm", "avcodec", "frames")
+#: what a session probes when no group is named: all but the frame journey,
+#: which `sits probe frames` runs (its records, not only its histogram)
+DEFAULT_GROUPS = tuple(g for g in GROUPS if g != "frames")
 
 #: the bench object's bursts (bench.bpf.c): on each getppid() of a tracked
 #: process, or each switch away from one (interrupts off); their rows' probe
@@ -65,6 +69,29 @@ Program = collections.namedtuple("Program", "obj name points tracepoint needs_bt
 _SYSCALLS = ("sys_read", "sys_write", "sys_ioctl", "sys_poll", "sys_epoll_wait", "sys_select")
 _AVCODEC = tuple(p.name for p in POINTS if p.group == "avcodec")
 _DRM_IS_THERE = ("drm", "drm_vblank_event_delivered")
+
+_VB2_IS_THERE = ("vb2", "vb2_buf_done")
+#: journey.bpf.c's programs and the tracepoint that says their subsystem is
+#: there; the stages each one times are sits.journey.kernel's STAGE_PROGRAMS
+JOURNEY_PROGRAMS = (
+    ("sits_journey_buf_done", _VB2_IS_THERE),
+    ("sits_journey_qbuf", ("vb2", "vb2_qbuf")),
+    ("sits_journey_dqbuf", ("vb2", "vb2_dqbuf")),
+    ("sits_journey_expbuf", _VB2_IS_THERE),
+    ("sits_journey_expbuf_exit", _VB2_IS_THERE),
+    ("sits_journey_dma_buf_fd", _VB2_IS_THERE),
+    ("sits_journey_atomic", _DRM_IS_THERE),
+    ("sits_journey_atomic_exit", _DRM_IS_THERE),
+    ("sits_journey_setplane", _DRM_IS_THERE),
+    ("sits_journey_setplane_exit", _DRM_IS_THERE),
+    ("sits_journey_page_flip", _DRM_IS_THERE),
+    ("sits_journey_page_flip_exit", _DRM_IS_THERE),
+    ("sits_journey_setcrtc", _DRM_IS_THERE),
+    ("sits_journey_setcrtc_exit", _DRM_IS_THERE),
+    ("sits_journey_set_fb", _DRM_IS_THERE),
+    ("sits_journey_delivered", _DRM_IS_THERE),
+    ("sits_journey_vblank", ("drm", "drm_vblank_event")),
+)
 
 PROGRAMS: tuple[Program, ...] = (
     Program("syscalls", "sits_sys_enter", _SYSCALLS, needs_btf=True),
@@ -87,6 +114,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("media", "sits_drm_page_flip", ("drm_vblank_deliver", "drm_event_read"), _DRM_IS_THERE),
     Program("media", "sits_drm_read_enter", ("drm_event_read",), _DRM_IS_THERE),
     Program("media", "sits_drm_read_exit", ("drm_event_read",), _DRM_IS_THERE),
+    *(Program("journey", name, ("frame_scanout",), tp) for name, tp in JOURNEY_PROGRAMS),
     Program("avcodec", "sits_av_enter", _AVCODEC, uprobe=True),
     Program("avcodec", "sits_av_exit", _AVCODEC, uprobe=True),
 )

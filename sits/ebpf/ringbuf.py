@@ -9,7 +9,8 @@ contiguous), then one store to the consumer position.
 Ring layout (kernel/bpf/ringbuf.c): page 0 is the consumer position (ours to
 write), page 1 the producer position, then the data; each record is an 8-byte
 header (u32 length with BUSY/DISCARD bits, u32 page offset) and the sample,
-rounded up to 8 bytes. All sits samples are one `struct sits_event`.
+rounded up to 8 bytes. A ring holds one struct: `struct sits_event` (the
+samples), or `struct sits_frame` (journey.bpf.c's frame records).
 """
 from __future__ import annotations
 
@@ -36,16 +37,24 @@ def _dtype_of(ctype: str) -> np.dtype:
 
 
 EVENT_DTYPE = _dtype_of("struct sits_event")
-RECORD = (HDR + EVENT_DTYPE.itemsize + 7) & ~7
-RECORD_DTYPE = np.dtype([("len", "=u4"), ("pg_off", "=u4"), ("ev", EVENT_DTYPE)])
-assert RECORD_DTYPE.itemsize == RECORD
+FRAME_DTYPE = _dtype_of("struct sits_frame")
+
+
+def _record_dtype(sample: np.dtype) -> np.dtype:
+    """A ring record: the kernel's 8-byte header, the sample, 8-aligned."""
+    size = (HDR + sample.itemsize + 7) & ~7
+    return np.dtype({"names": ["len", "pg_off", "ev"], "formats": ["=u4", "=u4", sample],
+                     "offsets": [0, 4, HDR], "itemsize": size})
 
 
 class RingConsumer:
-    """Reads a BPF_MAP_TYPE_RINGBUF map of sits_event samples by mmap."""
+    """Reads a BPF_MAP_TYPE_RINGBUF map of one struct's samples (`dtype`)
+    by mmap."""
 
-    def __init__(self, map_fd: int, size: int):
+    def __init__(self, map_fd: int, size: int, dtype: np.dtype = EVENT_DTYPE):
         page = mmap.PAGESIZE
+        self.dtype = dtype
+        self.record = _record_dtype(dtype)
         self.size = size
         self.mask = size - 1
         self._cons = mmap.mmap(map_fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
@@ -56,25 +65,26 @@ class RingConsumer:
         self.consumed = 0
 
     def drain(self, copy: bool = True) -> np.ndarray:
-        """The events committed since the last drain (EVENT_DTYPE array)."""
+        """The samples committed since the last drain (a `dtype` array)."""
         cons = int(self._cons_pos[0])
         prod = int(self._prod_pos[0])
-        n = (prod - cons) // RECORD
+        size = self.record.itemsize
+        n = (prod - cons) // size
         if n <= 0:
-            return np.empty(0, EVENT_DTYPE)
+            return np.empty(0, self.dtype)
         start = cons & self.mask
-        recs = self._data[start:start + n * RECORD].view(RECORD_DTYPE)
+        recs = self._data[start:start + n * size].view(self.record)
         lens = recs["len"]
         busy = np.flatnonzero(lens & BUSY)
         if busy.size:  # stop at the first record still being written
             n = int(busy[0])
             recs, lens = recs[:n], lens[:n]
-        if n and np.any((lens & ~np.uint32(BUSY | DISCARD)) != EVENT_DTYPE.itemsize):
-            raise ValueError("ring holds a record that is not a sits_event")
+        if n and np.any((lens & ~np.uint32(BUSY | DISCARD)) != self.dtype.itemsize):
+            raise ValueError("ring holds a record of another size than its struct")
         events = recs["ev"][(lens & DISCARD) == 0]
         if copy:
             events = events.copy()
-        self._cons_pos[0] = cons + n * RECORD  # frees the space for the producers
+        self._cons_pos[0] = cons + n * size  # frees the space for the producers
         self.consumed += n
         return events
 

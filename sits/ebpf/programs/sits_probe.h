@@ -40,6 +40,7 @@ enum sits_probe_id {
 	SITS_P_AVCODEC_RECEIVE_FRAME = 41,
 	SITS_P_AVCODEC_SEND_FRAME = 42,
 	SITS_P_AVCODEC_RECEIVE_PACKET = 43,
+	SITS_P_FRAME_SCANOUT = 50,   /* journey.bpf.c: captured -> on screen, by CRTC */
 	SITS_P_BENCH = 60,
 	SITS_P_MAX = 64
 };
@@ -52,6 +53,8 @@ enum sits_drop {
 	SITS_DROP_HIST_ALLOC_FAILED = 4, /* histogram row not allocated (not a full
 					  * map: the kernel's per-CPU element cache
 					  * was empty) and every spill row taken */
+	SITS_DROP_FRAME_RING = 5,        /* a finished frame record found the ring full */
+	SITS_DROP_FRAME_MAP_FULL = 6,    /* no room for a frame in flight */
 	SITS_DROP_MAX = 8
 };
 
@@ -83,6 +86,36 @@ struct sits_event {
 	__u32 tid;
 	__u32 probe;
 	__u32 pad;
+};
+
+/* One frame's journey (journey.bpf.c), streamed when it ends: times are
+ * CLOCK_MONOTONIC ns, 0 where the frame did not get there. Its identity
+ * through the pipeline is the vb2 buffer, reached from a plane's
+ * framebuffer through the dma-buf behind it (VIDIOC_EXPBUF or
+ * V4L2_MEMORY_DMABUF -> PRIME import -> ADDFB2). */
+struct sits_frame {
+	__u64 id;            /* in capture order */
+	__u64 vb;            /* the vb2 buffer's kernel address */
+	__u64 captured_ns;   /* the V4L2 timestamp */
+	__u64 dequeued_ns;
+	__u64 committed_ns;  /* the commit's ioctl began */
+	__u64 scanout_ns;    /* the vblank it went on screen at */
+	__u64 replaced_ns;   /* the vblank the next frame on its plane did */
+	__u64 requeued_ns;
+	__u64 late_ns;       /* committed this long after a vblank that followed its dequeue */
+	__u32 pid;           /* the process that dequeued it */
+	__u32 buffer;        /* V4L2 buffer index */
+	__u32 sequence;
+	__u32 skipped_before;
+	__u32 scanout_seq;   /* vblank counts */
+	__u32 replaced_seq;
+	__u32 flags;         /* SITS_FRAME_* */
+	__u32 crtc;
+};
+
+enum sits_frame_flags {
+	SITS_FRAME_COPIED = 1,     /* the commit showed a copy (no capture dma-buf behind it) */
+	SITS_FRAME_ERROR = 2,      /* the driver marked the buffer as an error */
 };
 
 struct sits_fence_name {

@@ -1,0 +1,594 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Every frame's journey from the sensor to the screen, joined by buffer
+ * identity (sits probe frames): one struct sits_frame a frame, streamed
+ * when its journey ends.
+ *
+ *   captured   raw_tp vb2_buf_done: the buffer's V4L2 timestamp, sequence
+ *   dequeued   raw_tp vb2_dqbuf
+ *   committed  a commit (atomic, SETPLANE, PAGE_FLIP, SETCRTC) whose plane
+ *              gets a framebuffer backed by the buffer's dma-buf
+ *              (drm_atomic_set_fb_for_plane: every path goes through it),
+ *              timed from the ioctl's start
+ *   scanout    the vblank whose event completed that commit on the CRTC
+ *   replaced   the vblank at which the next frame took the plane
+ *   requeued   raw_tp vb2_qbuf
+ *
+ * Identity: a framebuffer's GEM object keeps the dma-buf it was imported
+ * from (drm_gem_object.dma_buf); the dma-buf is the capture buffer's,
+ * learnt at VIDIOC_EXPBUF (vb2_core_expbuf -> dma_buf_fd) or, for
+ * V4L2_MEMORY_DMABUF, from the plane at QBUF. A commit of a framebuffer
+ * that is no capture buffer, by a process that has never committed one,
+ * shows a copy: it is joined to that process's last dequeued frame.
+ *
+ * A record is streamed once nothing more can happen to it: requeued and
+ * replaced, or requeued never committed (and not its process's last
+ * dequeued frame, which a copy may still show). User space flushes what is
+ * left at the end. */
+#include "common.bpf.h"
+
+struct vb2_plane___sits {
+	void *dbuf;
+} __attribute__((preserve_access_index));
+
+/* an enum field relocates against an enum only; the value is the
+ * kernel's (bpf_core_enum_value) */
+enum vb2_buffer_state___sits { VB2_BUF_STATE_ERROR = 6 };
+
+struct vb2_buffer___sits {
+	unsigned int index;
+	unsigned int memory;
+	__u64 timestamp;
+	enum vb2_buffer_state___sits state;
+	struct vb2_plane___sits planes[8];
+} __attribute__((preserve_access_index));
+
+/* vb2_v4l2_buffer starts with its vb2_buffer: the same address */
+struct vb2_v4l2_buffer___sits {
+	__u32 sequence;
+} __attribute__((preserve_access_index));
+
+struct drm_gem_object___sits {
+	void *dma_buf;
+} __attribute__((preserve_access_index));
+
+struct drm_framebuffer___sits {
+	struct drm_gem_object___sits *obj[4];
+} __attribute__((preserve_access_index));
+
+struct drm_crtc___sits {
+	unsigned int index;
+} __attribute__((preserve_access_index));
+
+struct drm_plane___sits;
+
+struct drm_plane_state___sits {
+	struct drm_plane___sits *plane;
+	struct drm_crtc___sits *crtc;
+} __attribute__((preserve_access_index));
+
+struct drm_plane___sits {
+	unsigned int index;
+	struct drm_plane_state___sits *state;
+} __attribute__((preserve_access_index));
+
+#define VB2_MEMORY_DMABUF 4
+#define MAX_CRTCS 8
+#define PLANE_SLOTS 4       /* planes of a CRTC a journey follows */
+#define COMMIT_FRAMES 4     /* frames one commit can put on screen */
+#define DRM_MODE_ATOMIC_TEST_ONLY 0x0100
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} frames_out SEC(".maps");
+
+/* frames in flight, by id */
+SITS_HASH(BPF_MAP_TYPE_HASH, 2048, __u64, struct sits_frame) frames SEC(".maps");
+/* vb2 buffer -> its newest frame; dma-buf -> vb2 buffer; vb2 buffer -> the
+ * process that queued it (only traced processes' buffers start journeys) */
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u64) frame_of_vb SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u64) vb_of_dmabuf SEC(".maps");
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u32) vb_owner SEC(".maps");
+
+struct queue_seq {
+	__u32 last;
+	__u32 seen;
+};
+
+/* vb2 queue -> the last sequence number it completed */
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 64, __u64, struct queue_seq) queue_seq SEC(".maps");
+
+struct process_frames {
+	__u64 last_dequeued;   /* id, 0 none */
+	__u32 zero_copy;       /* it has committed a capture buffer: no copies to join */
+	__u32 pad;
+};
+
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 256, __u32, struct process_frames) process_frames SEC(".maps");
+
+/* per CRTC: the frames its next commit completion puts on screen, and the
+ * frame on screen, per plane slot; the last vblank */
+struct crtc_frames {
+	__u64 pending[PLANE_SLOTS];
+	__u64 on_screen[PLANE_SLOTS];
+	__u64 vblank_ns;
+	__u32 vblank_seq;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CRTCS);
+	__type(key, __u32);
+	__type(value, struct crtc_frames);
+} crtcs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} next_id SEC(".maps");
+
+/* the commit ioctl a task is in */
+struct commit_ctx {
+	__u64 start_ns;
+	__u32 active;
+	__u32 n;
+	__u64 id[COMMIT_FRAMES];
+	__u32 crtc[COMMIT_FRAMES];
+	__u32 slot[COMMIT_FRAMES];
+};
+
+SITS_TASK_STORAGE(struct commit_ctx) commit_ctx SEC(".maps");
+/* VIDIOC_EXPBUF in progress: the vb2 buffer being exported */
+SITS_TASK_STORAGE(__u64) exporting SEC(".maps");
+
+/* events of one vblank: its completions are sent (..._delivered) before the
+ * vblank itself is traced with its timestamp (drm_vblank_event), under
+ * dev->event_lock on one CPU (media.bpf.c says more) */
+struct shown {
+	__u64 id, prev;
+	__u32 crtc, seq;
+};
+
+struct shown_batch {
+	__u32 n;
+	__u32 pad;
+	struct shown s[PLANE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct shown_batch);
+} shown_batch SEC(".maps");
+
+static __always_inline void emit(__u64 id, struct sits_frame *f)
+{
+	if (bpf_ringbuf_output(&frames_out, f, sizeof(*f), BPF_RB_NO_WAKEUP))
+		count_drop(SITS_DROP_FRAME_RING);
+	bpf_map_delete_elem(&frames, &id);
+}
+
+/* Stream `f` if nothing more can happen to it. */
+static __always_inline void maybe_done(__u64 id, struct sits_frame *f)
+{
+	struct process_frames *p;
+
+	if (!f->requeued_ns)
+		return;
+	if (f->committed_ns) {
+		if (f->replaced_ns)
+			emit(id, f);
+		return;
+	}
+	p = bpf_map_lookup_elem(&process_frames, &f->pid);
+	if (!p || p->zero_copy || p->last_dequeued != id)
+		emit(id, f);
+}
+
+SEC("raw_tp/vb2_qbuf")
+int BPF_PROG(sits_journey_qbuf, void *q, struct vb2_buffer___sits *vb)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), key = (__u64)vb, *id;
+	__u32 tgid = pid_tgid >> 32;
+	struct sits_frame *f;
+
+	if (!wanted(pid_tgid))
+		return 0;
+	bpf_map_update_elem(&vb_owner, &key, &tgid, BPF_ANY);
+	if (BPF_CORE_READ(vb, memory) == VB2_MEMORY_DMABUF) {
+		__u64 dbuf = (__u64)BPF_CORE_READ(vb, planes[0].dbuf);
+
+		if (dbuf)
+			bpf_map_update_elem(&vb_of_dmabuf, &dbuf, &key, BPF_ANY);
+	}
+	id = bpf_map_lookup_elem(&frame_of_vb, &key);
+	if (!id)
+		return 0;
+	__u64 fid = *id;
+
+	f = bpf_map_lookup_elem(&frames, &fid);
+	if (f && !f->requeued_ns) {
+		f->requeued_ns = bpf_ktime_get_ns();
+		maybe_done(fid, f);
+	}
+	return 0;
+}
+
+SEC("raw_tp/vb2_buf_done")
+int BPF_PROG(sits_journey_buf_done, void *q, struct vb2_buffer___sits *vb)
+{
+	__u64 key = (__u64)vb, qkey = (__u64)q, *n, fid;
+	__u32 *owner = bpf_map_lookup_elem(&vb_owner, &key), zero = 0;
+	struct sits_frame f = {};
+	struct queue_seq *qs, nqs = {};
+
+	if (!owner)
+		return 0;  /* not a traced process's buffer */
+	f.pid = *owner;
+	f.vb = key;
+	f.buffer = BPF_CORE_READ(vb, index);
+	f.captured_ns = BPF_CORE_READ(vb, timestamp);
+	f.sequence = BPF_CORE_READ((struct vb2_v4l2_buffer___sits *)vb, sequence);
+	if (BPF_CORE_READ(vb, state) == bpf_core_enum_value(enum vb2_buffer_state___sits, VB2_BUF_STATE_ERROR))
+		f.flags |= SITS_FRAME_ERROR;
+	/* sequence gaps, as sits' own pipeline counts them; a buffer handed
+	 * back by STREAMOFF is an error with a stale sequence number, and a
+	 * lower number otherwise is a new STREAMON (which counts from 0) */
+	qs = bpf_map_lookup_elem(&queue_seq, &qkey);
+	if (qs && qs->seen && f.sequence > qs->last + 1)
+		f.skipped_before = f.sequence - qs->last - 1;
+	if (!qs || !qs->seen || f.sequence > qs->last || !(f.flags & SITS_FRAME_ERROR)) {
+		nqs.last = f.sequence;
+		nqs.seen = 1;
+		bpf_map_update_elem(&queue_seq, &qkey, &nqs, BPF_ANY);
+	}
+	n = bpf_map_lookup_elem(&next_id, &zero);
+	if (!n)
+		return 0;
+	fid = __sync_fetch_and_add(n, 1) + 1;
+	f.id = fid;
+	if (bpf_map_update_elem(&frames, &fid, &f, BPF_ANY)) {
+		count_drop(SITS_DROP_FRAME_MAP_FULL);
+		return 0;
+	}
+	bpf_map_update_elem(&frame_of_vb, &key, &fid, BPF_ANY);
+	return 0;
+}
+
+SEC("raw_tp/vb2_dqbuf")
+int BPF_PROG(sits_journey_dqbuf, void *q, void *vb)
+{
+	__u64 key = (__u64)vb, *id, fid;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct process_frames *p, np = {};
+	struct sits_frame *f, *old;
+
+	id = bpf_map_lookup_elem(&frame_of_vb, &key);
+	if (!id)
+		return 0;
+	fid = *id;
+	f = bpf_map_lookup_elem(&frames, &fid);
+	if (!f || f->dequeued_ns)
+		return 0;
+	f->dequeued_ns = bpf_ktime_get_ns();
+	f->pid = tgid;
+	p = bpf_map_lookup_elem(&process_frames, &tgid);
+	if (!p) {
+		np.last_dequeued = fid;
+		bpf_map_update_elem(&process_frames, &tgid, &np, BPF_ANY);
+		return 0;
+	}
+	__u64 prev = p->last_dequeued;
+
+	p->last_dequeued = fid;
+	/* the frame before may have waited for a copy's commit that never came */
+	old = prev ? bpf_map_lookup_elem(&frames, &prev) : 0;
+	if (old)
+		maybe_done(prev, old);
+	return 0;
+}
+
+/* -- commits --------------------------------------------------------------- */
+
+static __always_inline int commit_begin(__u32 flags)
+{
+	struct commit_ctx *c;
+
+	if (flags & DRM_MODE_ATOMIC_TEST_ONLY || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	c->start_ns = bpf_ktime_get_ns();
+	c->active = 1;
+	c->n = 0;
+	return 0;
+}
+
+/* drm_mode_atomic_ioctl(dev, struct drm_mode_atomic *data, file): flags first */
+SEC("kprobe/drm_mode_atomic_ioctl")
+int BPF_KPROBE(sits_journey_atomic, void *dev, void *data)
+{
+	__u32 flags = 0;
+
+	bpf_probe_read_kernel(&flags, sizeof(flags), data);
+	return commit_begin(flags);
+}
+
+SEC("kprobe/drm_mode_setplane")
+int BPF_KPROBE(sits_journey_setplane)
+{
+	return commit_begin(0);
+}
+
+SEC("kprobe/drm_mode_page_flip_ioctl")
+int BPF_KPROBE(sits_journey_page_flip)
+{
+	return commit_begin(0);
+}
+
+SEC("kprobe/drm_mode_setcrtc")
+int BPF_KPROBE(sits_journey_setcrtc)
+{
+	return commit_begin(0);
+}
+
+/* drm_atomic_set_fb_for_plane(plane_state, fb): the plane gets `fb` in the
+ * commit being built; the commit may still fail */
+SEC("kprobe/drm_atomic_set_fb_for_plane")
+int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+{
+	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i;
+	struct process_frames *p;
+	struct drm_crtc___sits *crtc;
+	__u64 dbuf, *vb, *id, fid = 0;
+	bool copy = false;
+
+	if (!c || !c->active || !fb || c->n >= COMMIT_FRAMES)
+		return 0;
+	p = bpf_map_lookup_elem(&process_frames, &tgid);
+	if (!p)
+		return 0;  /* it has dequeued no frame */
+	dbuf = (__u64)BPF_CORE_READ(fb, obj[0], dma_buf);
+	vb = dbuf ? bpf_map_lookup_elem(&vb_of_dmabuf, &dbuf) : 0;
+	if (vb) {
+		id = bpf_map_lookup_elem(&frame_of_vb, vb);
+		if (!id)
+			return 0;
+		fid = *id;
+		p->zero_copy = 1;
+	} else if (!p->zero_copy && p->last_dequeued) {
+		fid = p->last_dequeued;
+		copy = true;
+	}
+	if (!fid)
+		return 0;
+	struct sits_frame *f = bpf_map_lookup_elem(&frames, &fid);
+
+	if (!f || f->committed_ns)
+		return 0;  /* a frame commits once (a writeback commit repeats the plane) */
+	crtc = BPF_CORE_READ(st, crtc);
+	if (!crtc)
+		crtc = BPF_CORE_READ(st, plane, state, crtc);
+	if (copy)
+		f->flags |= SITS_FRAME_COPIED;
+	i = c->n & (COMMIT_FRAMES - 1);
+	c->id[i] = fid;
+	c->crtc[i] = crtc ? BPF_CORE_READ(crtc, index) : 0;
+	c->slot[i] = BPF_CORE_READ(st, plane, index) & (PLANE_SLOTS - 1);
+	c->n = i + 1;
+	/* pending from now: a blocking commit completes before it returns */
+	__u32 ci = c->crtc[i];
+	struct crtc_frames *cf = bpf_map_lookup_elem(&crtcs, &ci);
+
+	if (cf) {
+		__u32 s = c->slot[i] & (PLANE_SLOTS - 1);
+
+		cf->pending[s] = fid;
+		if (cf->vblank_ns > f->dequeued_ns && f->dequeued_ns)
+			f->late_ns = c->start_ns - cf->vblank_ns;
+	}
+	f->committed_ns = c->start_ns;
+	return 0;
+}
+
+static __always_inline int commit_end(long ret)
+{
+	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
+
+	if (!c || !c->active)
+		return 0;
+	c->active = 0;
+	if (!ret)
+		return 0;
+	/* refused: what it staged never went anywhere */
+	for (int i = 0; i < COMMIT_FRAMES; i++) {
+		if (i >= c->n)
+			break;
+		__u64 fid = c->id[i];
+		__u32 ci = c->crtc[i];
+		struct sits_frame *f = bpf_map_lookup_elem(&frames, &fid);
+		struct crtc_frames *cf = bpf_map_lookup_elem(&crtcs, &ci);
+
+		if (f && !f->scanout_ns) {
+			f->committed_ns = 0;
+			f->late_ns = 0;
+			f->flags &= ~SITS_FRAME_COPIED;
+		}
+		if (cf && cf->pending[c->slot[i] & (PLANE_SLOTS - 1)] == fid)
+			cf->pending[c->slot[i] & (PLANE_SLOTS - 1)] = 0;
+	}
+	return 0;
+}
+
+SEC("kretprobe/drm_mode_atomic_ioctl")
+int BPF_KRETPROBE(sits_journey_atomic_exit, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("kretprobe/drm_mode_setplane")
+int BPF_KRETPROBE(sits_journey_setplane_exit, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("kretprobe/drm_mode_page_flip_ioctl")
+int BPF_KRETPROBE(sits_journey_page_flip_exit, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("kretprobe/drm_mode_setcrtc")
+int BPF_KRETPROBE(sits_journey_setcrtc_exit, long ret)
+{
+	return commit_end(ret);
+}
+
+/* -- on screen ----------------------------------------------------------- */
+
+/* Put `id` on slot `s` of `cf` at `ts`/`seq`, the frame before it leaving;
+ * returns that frame's id. */
+static __always_inline __u64 show(struct crtc_frames *cf, __u32 s, __u64 id, __u64 ts, __u32 seq, __u32 crtc)
+{
+	__u64 prev = cf->on_screen[s & (PLANE_SLOTS - 1)];
+	struct sits_frame *f = bpf_map_lookup_elem(&frames, &id), *old;
+
+	cf->on_screen[s & (PLANE_SLOTS - 1)] = id;
+	if (f) {
+		f->scanout_ns = ts;
+		f->scanout_seq = seq;
+		f->crtc = crtc;
+		if (probe_enabled(SITS_P_FRAME_SCANOUT) && ts > f->captured_ns)
+			record(f->pid, 0, SITS_P_FRAME_SCANOUT, crtc, ts - f->captured_ns);
+	}
+	if (prev && prev != id) {
+		old = bpf_map_lookup_elem(&frames, &prev);
+		if (old) {
+			old->replaced_ns = ts;
+			old->replaced_seq = seq;
+		}
+	}
+	return prev;
+}
+
+/* drm_vblank_event_delivered(file, crtc, seq): a commit's completion (its
+ * flip event, or a blocking commit's own) -- the frames pending on the CRTC
+ * are on screen from this vblank. Timed now, corrected to the vblank's own
+ * timestamp when drm_vblank_event follows. */
+SEC("raw_tp/drm_vblank_event_delivered")
+int BPF_PROG(sits_journey_delivered, void *file, int crtc, unsigned int seq)
+{
+	__u32 ci = crtc, zero = 0;
+	struct crtc_frames *cf = bpf_map_lookup_elem(&crtcs, &ci);
+	struct shown_batch *b = bpf_map_lookup_elem(&shown_batch, &zero);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!cf || !b)
+		return 0;
+	for (int s = 0; s < PLANE_SLOTS; s++) {
+		__u64 id = cf->pending[s], prev;
+
+		if (!id)
+			continue;
+		cf->pending[s] = 0;
+		prev = show(cf, s, id, now, seq, ci);
+		if (b->n < PLANE_SLOTS) {
+			__u32 i = b->n & (PLANE_SLOTS - 1);
+
+			b->s[i].id = id;
+			b->s[i].prev = prev;
+			b->s[i].crtc = ci;
+			b->s[i].seq = seq;
+			b->n = i + 1;
+		} else {
+			struct sits_frame *old = prev ? bpf_map_lookup_elem(&frames, &prev) : 0;
+
+			if (old)
+				maybe_done(prev, old);
+		}
+	}
+	return 0;
+}
+
+/* drm_vblank_event(crtc, seq, time, high_prec): every vblank, after its
+ * events; `time` is its CLOCK_MONOTONIC timestamp, as the events carry it */
+SEC("raw_tp/drm_vblank_event")
+int BPF_PROG(sits_journey_vblank, int crtc, unsigned int seq, __s64 time)
+{
+	__u32 ci = crtc, zero = 0;
+	struct crtc_frames *cf = bpf_map_lookup_elem(&crtcs, &ci);
+	struct shown_batch *b = bpf_map_lookup_elem(&shown_batch, &zero);
+
+	if (cf) {
+		cf->vblank_ns = time;
+		cf->vblank_seq = seq;
+	}
+	if (!b || !b->n)
+		return 0;
+	for (int i = 0; i < PLANE_SLOTS; i++) {
+		if (i >= b->n)
+			break;
+		struct shown *s = &b->s[i];
+		struct sits_frame *f = bpf_map_lookup_elem(&frames, &s->id);
+		struct sits_frame *old = s->prev ? bpf_map_lookup_elem(&frames, &s->prev) : 0;
+		bool ours = s->crtc == ci && s->seq == seq;
+
+		if (ours && f)
+			f->scanout_ns = time;
+		if (old) {
+			if (ours)
+				old->replaced_ns = time;
+			maybe_done(s->prev, old);
+		}
+	}
+	b->n = 0;
+	return 0;
+}
+
+/* -- identity ---------------------------------------------------------------- */
+
+/* vb2_core_expbuf(q, int *fd, type, struct vb2_buffer *vb, plane, flags)
+ * exports plane 0 of `vb` as a new dma-buf, handed to dma_buf_fd() */
+SEC("kprobe/vb2_core_expbuf")
+int BPF_KPROBE(sits_journey_expbuf, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
+{
+	__u64 *slot;
+
+	if (plane || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (slot)
+		*slot = (__u64)vb;
+	return 0;
+}
+
+SEC("kretprobe/vb2_core_expbuf")
+int BPF_KRETPROBE(sits_journey_expbuf_exit)
+{
+	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
+
+	if (slot)
+		*slot = 0;
+	return 0;
+}
+
+SEC("kprobe/dma_buf_fd")
+int BPF_KPROBE(sits_journey_dma_buf_fd, void *dmabuf)
+{
+	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
+	__u64 key = (__u64)dmabuf;
+
+	if (!slot || !*slot)
+		return 0;
+	bpf_map_update_elem(&vb_of_dmabuf, &key, slot, BPF_ANY);
+	*slot = 0;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,95 @@
+"""The kernel's side of the journey: journey.bpf.c's frame records, read
+from its ring (and, at the end, from the frames still in flight), as
+record.py's records; and which stages this kernel can time.
+
+The programs load in a ProbeSession as the "frames" group, so the pid,
+comm, cgroup and command filters are the probes' own.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sits.ebpf import maps
+from sits.ebpf.header import FRAME_FLAGS
+from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer
+from sits.journey import record
+
+COPIED, ERROR = FRAME_FLAGS["copied"], FRAME_FLAGS["error"]
+
+#: a stage -> the journey programs without which it is not timed
+STAGE_PROGRAMS = {
+    "captured": ("sits_journey_buf_done", "sits_journey_qbuf"),
+    "dequeued": ("sits_journey_dqbuf",),
+    "committed": ("sits_journey_set_fb", "sits_journey_atomic", "sits_journey_atomic_exit"),
+    "scanout": ("sits_journey_delivered", "sits_journey_vblank"),
+    "replaced": ("sits_journey_delivered", "sits_journey_vblank"),
+    "requeued": ("sits_journey_qbuf",),
+}
+#: what joins a commit to a V4L2_MEMORY_MMAP buffer (VIDIOC_EXPBUF)
+EXPORT_PROGRAMS = ("sits_journey_expbuf", "sits_journey_expbuf_exit", "sits_journey_dma_buf_fd")
+RING_BYTES = 1 << 20  # journey.bpf.c's frames_out
+
+
+def untimed_stages(session) -> dict[str, str]:
+    """stage -> why it is not timed in this session (a program's reason)."""
+    out = {}
+    for stage, progs in STAGE_PROGRAMS.items():
+        for p in progs:
+            if p not in session.attached:
+                out[stage] = session.skipped.get(p, "not attached")
+                break
+    missing = [p for p in EXPORT_PROGRAMS if p not in session.attached]
+    if missing and "committed" not in out:
+        out["joined"] = ("exported (VIDIOC_EXPBUF) buffers cannot be followed to the display: "
+                         + session.skipped.get(missing[0], "not attached"))
+    return out
+
+
+def to_records(frames: np.ndarray) -> list[dict]:
+    """record.py records of struct sits_frame rows, in capture order.
+    Frames the application never dequeued (buffers STREAMOFF handed back,
+    frames still with it at the end) are not part of its journey."""
+    frames = frames[frames["dequeued_ns"] != 0]
+    frames = frames[np.argsort(frames["id"], kind="stable")]
+    out = []
+    for f in frames.tolist():
+        (fid, _vb, captured, dequeued, committed, scanout, replaced, requeued, late,
+         pid, buffer, sequence, skipped, scanout_seq, replaced_seq, flags, _crtc) = f
+        rec = record.new(pid=pid, buffer=buffer, sequence=sequence,
+                         captured_ns=captured or None, dequeued_ns=dequeued,
+                         committed_ns=committed or None, scanout_ns=scanout or None,
+                         replaced_ns=replaced or None, requeued_ns=requeued or None,
+                         skipped_before=skipped, copied=bool(flags & COPIED),
+                         vblanks=(replaced_seq - scanout_seq) if scanout and replaced else None,
+                         late_ns=late or None)
+        out.append(rec)
+    return out
+
+
+class KernelJourney:
+    """Reads a started ProbeSession's journey (group "frames")."""
+
+    def __init__(self, session):
+        obj = session.objects.get("journey")
+        if obj is None:
+            raise KeyError("journey")
+        self._frames_fd = obj.map_fd("frames")
+        self._ring = RingConsumer(obj.map_fd("frames_out"), RING_BYTES, FRAME_DTYPE)
+        self.errors = 0     # frames the driver marked as errors (not in the records)
+
+    def drain(self) -> list[dict]:
+        """The records of the frames whose journey ended since the last call."""
+        return self._records(self._ring.drain())
+
+    def flush(self) -> list[dict]:
+        """The frames still in flight (call once, at the end, after drain())."""
+        rows = np.frombuffer(maps.values_bytes(self._frames_fd, "struct sits_frame"), FRAME_DTYPE)
+        return self._records(rows)
+
+    def _records(self, rows: np.ndarray) -> list[dict]:
+        err = (rows["flags"] & ERROR) != 0
+        self.errors += int(np.count_nonzero(err & (rows["dequeued_ns"] != 0)))
+        return to_records(rows[~err])
+
+    def close(self) -> None:
+        self._ring.close()
