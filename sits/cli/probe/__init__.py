@@ -65,6 +65,20 @@ COMMANDS = {
         _THRESHOLD,
         Option(("--cumulative",), "cumulative", FLAG, False, "whole run instead of last interval"),
     ), None, True),
+    "frames": Command("frames", "run_frames", (
+        Option(("--duration", "-d"), "duration", FLOAT, None, "seconds to follow (default: until COMMAND exits)"),
+        Option(("--json",), "as_json", FLAG, False, "JSON report (schema sits.probe.frames/1)"),
+        Option(("--markdown",), "markdown", FLAG, False, "markdown report"),
+        Option(("-o", "--output"), "output", STR, None, "write the report here (JSON when FILE ends in .json)"),
+        Option(("--stream",), "stream", STR, None, "every frame's record to this file (CSV when it ends "
+                                                   "in .csv, NDJSON otherwise)"),
+        Option(("--display-latency-ms",), "display_latency_ms", FLOAT, 0.0,
+               "the panel's own latency, added to glass to glass"),
+        Option(("-p", "--pid"), "pid", INTS, None, "only these processes"),
+        Option(("--comm",), "comm", STR, None, "only processes with this name"),
+        Option(("--cgroup",), "cgroup", STR, None, "only this cgroup (v2 path)"),
+        Option(("--interval",), "interval", FLOAT, 1.0, "live view refresh period, seconds"),
+    ), "command", True),
     "export": Command("export", "run_export", (
         Option(("--listen",), "listen", STR, "127.0.0.1:9435", "ADDR:PORT to serve /metrics on"),
         *_FILTERS,

@@ -1,0 +1,164 @@
+"""`sits probe frames`: every frame's journey from the sensor to the screen,
+timed by the kernel, for any V4L2 -> KMS pipeline (sits, GStreamer,
+libcamera's cam): a live view, or a report at the end."""
+import contextlib
+import os
+import signal
+import sys
+import time
+
+from sits.cli.probe.common import probe_session, stop_signals
+from sits.errors import SitsError, UsageError
+
+#: seconds between ring drains: the programs submit without waking us
+DRAIN_S = 0.1
+
+
+def run_frames(*, command, duration, as_json, markdown, output, stream, display_latency_ms, pid, comm,
+               cgroup, interval):
+    """Follow every frame (captured, dequeued, committed, on screen, replaced,
+    requeued) of a process, or of COMMAND: per-stage latency, drops by
+    cause, glass to glass.  Usage: sits probe frames [-p PID | --comm NAME] [OPTIONS] [-- COMMAND ...]"""
+    from sits.journey.record import Writer
+    command = list(command)
+    if as_json and markdown:
+        raise UsageError("--json and --markdown exclude each other")
+    if command and (pid or comm):
+        raise UsageError("give a COMMAND or --pid/--comm, not both")
+    if duration is not None and duration <= 0:
+        raise UsageError("--duration must be positive")
+    if interval <= 0:
+        raise UsageError("--interval must be positive")
+    if display_latency_ms < 0:
+        raise UsageError("--display-latency-ms must not be negative")
+    live = not (as_json or markdown or output) and sys.stdout.isatty()
+    if duration is None and not command and not live:
+        raise UsageError("give --duration S, or a command after --")
+    for path, what in ((stream, "--stream"), (output, "--output")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"{what} {path}: no such directory")
+    session = probe_session("frames", pid, comm, cgroup, None, follow=bool(command))
+    writer = Writer(stream) if stream else None
+    report = None
+    with stop_signals() as stop:
+        try:
+            report = _follow(session, writer, command, duration, display_latency_ms, interval, live, stop)
+        finally:
+            stop.armed = False
+            if writer is not None:
+                writer.close()
+    if report is None:
+        return
+    text = _report_text(report, as_json=as_json or bool(output and output.endswith(".json")))
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _follow(session, writer, command, duration, display_latency_ms, interval, live, stop):
+    from sits.journey.kernel import KernelJourney, untimed_stages
+    from sits.journey.report import frames_report
+    from sits.journey.stats import Journey
+    journey = Journey(display_latency_ms=display_latency_ms)
+    child = exit_code = None
+    reader = None
+    view = _LiveView() if live else None
+    try:
+        session.start()
+        if "journey" not in session.objects:
+            reasons = sorted(set(session.skipped.values()))
+            raise SitsError("no stage of a frame's journey can be timed on this kernel: "
+                            + (reasons[0] if reasons else "nothing attached"))
+        reader = KernelJourney(session)
+        untimed = untimed_stages(session)
+
+        def take(records):
+            for rec in records:
+                journey.add(rec)
+                if writer is not None:
+                    writer.write(rec)
+
+        t0 = time.monotonic()
+        if command:
+            child = session.spawn(command)
+        stop.arm()
+        deadline = t0 + duration if duration is not None else None
+        next_view = t0
+        while True:
+            now = time.monotonic()
+            if child is not None:
+                done, status = os.waitpid(child, os.WNOHANG)
+                if done:
+                    exit_code, child = os.waitstatus_to_exitcode(status), None
+                    if duration is None:
+                        break
+            if deadline is not None and now >= deadline:
+                break
+            take(reader.drain())
+            if view is not None and now >= next_view:
+                view.show(journey, untimed, session.drops())
+                next_view += interval
+            time.sleep(DRAIN_S)
+    finally:
+        stop.armed = False
+        report = None
+        if reader is not None:
+            take(reader.drain())
+            take(reader.flush())  # frames in flight when the run ended
+            report = frames_report(journey)
+            drops = session.drops()
+            report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
+            report["frames"]["driver_errors"] = reader.errors
+            report["untimed"] = untimed
+            report["command"] = command or None
+            reader.close()
+        if view is not None:
+            view.close()
+        session.close()
+        if child is not None:  # the duration ended first: stop the command
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGTERM)
+            _, status = os.waitpid(child, 0)
+            exit_code = os.waitstatus_to_exitcode(status)
+    if report is not None:
+        report["exit_code"] = exit_code
+        if writer is not None:
+            report["stream"] = {"path": writer.path, "frames": writer.written}
+    return report
+
+
+def _report_text(report: dict, *, as_json: bool) -> str:
+    if as_json:
+        import json
+        return json.dumps(report, indent=2) + "\n"
+    from sits.journey.report import to_markdown
+    text = to_markdown(report)
+    for stage, why in report["untimed"].items():
+        text += f"\n- not timed: {stage}: {why}"
+    lost = report["frames"]["lost"]
+    if any(lost.values()):
+        text += f"\n- records lost: {lost['ring_full']} (ring full), {lost['map_full']} (too many frames in flight)"
+    return text + "\n"
+
+
+class _LiveView:
+    """The live view, redrawn in place (the terminal's own size)."""
+
+    def __init__(self):
+        sys.stdout.write("\x1b[?25l")  # no cursor while drawing
+
+    def show(self, journey, untimed, drops) -> None:
+        from sits.journey.tui import render
+        size = os.get_terminal_size(sys.stdout.fileno())
+        text = render(journey, width=size.columns, frames=max(4, size.lines - 16))
+        foot = [f"not timed: {s}: {why}" for s, why in untimed.items()]
+        if drops["frame_ring"] or drops["frame_map_full"]:
+            foot.append(f"records lost: {drops['frame_ring']} ring full, {drops['frame_map_full']} map full")
+        sys.stdout.write("\x1b[H\x1b[2J" + text + ("\n" + "\n".join(foot) if foot else "") + "\n")
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        sys.stdout.write("\x1b[?25h")
+        sys.stdout.flush()
