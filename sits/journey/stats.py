@@ -24,6 +24,11 @@ _SPAN_KEYS = tuple((s, f"{s}_ns", tuple(f"{p}_ns" for p in SPAN_FROM[s])) for s 
 _STAGE_KEYS = tuple((s, f"{s}_ns") for s in STAGES)
 
 
+def span_name(stage: str) -> str:
+    """A stage's span in words, from its usual start: "captured → dequeued"."""
+    return f"{SPAN_FROM[stage][0]} → {stage}"
+
+
 def spans(rec: dict) -> list[tuple[str, int, int]]:
     """(stage, start ns, end ns) for each stage the frame reached, from the
     nearest earlier stage it reached at or before that time (a copied frame
