@@ -61,7 +61,8 @@ def test_cuda_stages_get_their_own_line_beside_the_display():
     rec = chain(3, 0, 10, 10, 20, cuda_submitted_ns=20 * MS, cuda_done_ns=30 * MS)
     lines = waterfall([rec], WIDTH_FOR_40)
     assert lines[-1].split("|")[0].strip() == "cuda"
-    assert bars(lines)[1] == " " * 10 + "u" * 10 + "g" * 10 + " " * 10
+    assert bars(lines) == ["d" * 10 + "c" * 10 + "s" * 20,
+                           " " * 10 + "u" * 10 + "g" * 10 + " " * 10]
 
 
 def test_each_line_says_glass_to_glass_or_how_the_frame_was_dropped():
