@@ -1,7 +1,10 @@
 """Prometheus exposition of the probe histograms (prometheus-client).
 
 One metric family, `sits_probe_latency_seconds`, labelled by pid, comm,
-probe and key, cumulative since start. Scrapers get classic buckets (one
+probe and key, cumulative since start; with a frame journey
+(sits/journey/stats.py) also `sits_frame_stage_seconds` by stage,
+`sits_frame_glass_to_glass_seconds`, `sits_frame_late_seconds` and the
+counter `sits_frame_drops_total` by cause. Scrapers get classic buckets (one
 per power of two of nanoseconds: exact, since our slots nest in them, except
 that a bound counts the values below it, not equal to it) and,
 when they ask for OpenMetrics 2.0 (Prometheus with native histograms on),
@@ -84,6 +87,37 @@ def native(h: Histogram) -> "NativeHistogram":  # noqa: F821
                            pos_deltas=deltas or None)
 
 
+def _add_histogram(fam, labels: list[str], h: Histogram, with_native: bool) -> None:
+    """One labelled histogram into a HistogramMetricFamily."""
+    fam.add_metric(labels, classic_buckets(h), h.sum_ns / 1e9)
+    if with_native:
+        fam.add_sample(fam.name, dict(zip(fam._labelnames, labels)), 0, None, None, native(h))
+
+
+def frame_families(journey, with_native: bool):
+    """The metric families of a frame journey (a sits.journey.stats.Journey)."""
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+    stages = HistogramMetricFamily("sits_frame_stage_seconds",
+                                   "Time a frame took to reach a stage from the stage before it",
+                                   labels=["stage"])
+    for stage, h in journey.stages.items():
+        if h.count:
+            _add_histogram(stages, [stage], h, with_native)
+    yield stages
+    for name, doc, h in (("sits_frame_glass_to_glass_seconds",
+                          "Captured to scanout, plus the display's latency", journey.glass),
+                         ("sits_frame_late_seconds",
+                          "How long after a vblank it could have made a late frame was committed",
+                          journey.late)):
+        fam = HistogramMetricFamily(name, doc, labels=[])
+        _add_histogram(fam, [], h, with_native)
+        yield fam
+    drops = CounterMetricFamily("sits_frame_drops", "Frames dropped, by cause", labels=["cause"])
+    for cause, n in journey.drops.items():
+        drops.add_metric([cause], n)
+    yield drops
+
+
 class _Collector:
     """A prometheus_client collector (its registry only calls collect())."""
 
@@ -93,31 +127,32 @@ class _Collector:
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+        journey = self.exporter.journey
         with self.exporter.lock:
             rows = [(self.exporter.agg.row(k, h), h) for k, h in self.exporter.agg.total.items()]
             drops = dict(self.exporter.drops)
+            frames = list(frame_families(journey, self.with_native)) if journey is not None else []
         fam = HistogramMetricFamily("sits_probe_latency_seconds",
                                     "Latency measured in the kernel by sits probes",
                                     labels=["pid", "comm", "probe", "key"])
         for r, h in rows:
-            labels = [str(r["pid"]), r["comm"], r["probe"], r["key"]]
-            fam.add_metric(labels, classic_buckets(h), h.sum_ns / 1e9)
-            if self.with_native:
-                fam.add_sample("sits_probe_latency_seconds", dict(zip(fam._labelnames, labels)),
-                               0, None, None, native(h))
+            _add_histogram(fam, [str(r["pid"]), r["comm"], r["probe"], r["key"]], h, self.with_native)
         yield fam
         c = CounterMetricFamily("sits_probe_drops", "Samples not counted, by cause",
                                 labels=["cause"])
         for cause, n in drops.items():
             c.add_metric([cause], n)
         yield c
+        yield from frames
 
 
 class Exporter:
-    """Accumulates a session's intervals; serves them on /metrics."""
+    """Accumulates a session's intervals (and, given a Journey, its frame
+    records); serves them on /metrics."""
 
-    def __init__(self, session):
+    def __init__(self, session, journey=None):
         self.session = session
+        self.journey = journey
         self.agg = Aggregate(session)
         self.lock = threading.Lock()
         self.drops = session.drops()
@@ -133,6 +168,12 @@ class Exporter:
         with self.lock:
             self.agg.add(rows, elapsed)
             self.drops = drops
+
+    def add_frames(self, records) -> None:
+        """Finished frame records into the journey, between scrapes."""
+        with self.lock:
+            for rec in records:
+                self.journey.add(rec)
 
     def wsgi_app(self):
         from prometheus_client import make_wsgi_app

@@ -24,11 +24,12 @@ RowKey = collections.namedtuple("RowKey", "pid tid probe key")
 
 def slot_of(v: int) -> int:
     """The slot a value (ns) falls in; the same arithmetic as hist_slot()."""
+    # comparisons rather than min()/max(): this runs for every sample
     if v < SUB:
-        return max(v, 0)
+        return v if v > 0 else 0
     e = v.bit_length() - 1
     slot = ((e - SUB_BITS + 1) << SUB_BITS) + ((v >> (e - SUB_BITS)) - SUB)
-    return min(slot, SLOTS - 1)
+    return slot if slot < SLOTS else SLOTS - 1
 
 
 def slot_bounds(slot: int) -> tuple[int, int]:

@@ -1,0 +1,162 @@
+"""Statistics of finished frame records (record.py): a latency histogram
+per stage, drops by cause (counted exactly), glass to glass, frame rates
+and the display's vblank period.
+
+State stays bounded for runs of hours: histograms (sits/ebpf/histogram.py)
+and counters, plus the last few records for the live view's waterfall.
+"""
+from __future__ import annotations
+
+import collections
+
+from sits.ebpf.histogram import Histogram
+from sits.errors import UsageError
+from sits.journey.record import DROP_CAUSES, STAGES
+
+DISPLAY_CHAIN = STAGES[:6]  # captured .. requeued
+#: the stages a stage's span may start from, nearest first: the display
+#: chain runs in STAGES order; the CUDA stages are a consumer beside the
+#: display, so their chain branches off at dequeued
+SPAN_FROM = {**{s: DISPLAY_CHAIN[i - 1::-1] for i, s in enumerate(DISPLAY_CHAIN) if i},
+             "cuda_submitted": ("dequeued", "captured"),
+             "cuda_done": ("cuda_submitted", "dequeued", "captured")}
+_SPAN_KEYS = tuple((s, f"{s}_ns", tuple(f"{p}_ns" for p in SPAN_FROM[s])) for s in SPAN_FROM)
+_STAGE_KEYS = tuple((s, f"{s}_ns") for s in STAGES)
+
+
+def span_name(stage: str) -> str:
+    """A stage's span in words, from its usual start: "captured → dequeued"."""
+    return f"{SPAN_FROM[stage][0]} → {stage}"
+
+
+def spans(rec: dict) -> list[tuple[str, int, int]]:
+    """(stage, start ns, end ns) for each stage the frame reached, from the
+    nearest earlier stage it reached at or before that time (a copied frame
+    can be requeued before its copy is committed: its requeue counts from
+    dequeued)."""
+    out = []
+    for stage, key, froms in _SPAN_KEYS:
+        end = rec[key]
+        if end is None:
+            continue
+        for f in froms:
+            start = rec[f]
+            if start is not None and start <= end:
+                out.append((stage, start, end))
+                break
+    return out
+
+
+class _Times:
+    """How many times were seen and the earliest and latest: a rate over
+    the run without keeping the times."""
+
+    __slots__ = ("n", "lo", "hi")
+
+    def __init__(self):
+        self.n, self.lo, self.hi = 0, None, None
+
+    def add(self, t: int) -> None:
+        self.n += 1
+        if self.lo is None or t < self.lo:
+            self.lo = t
+        if self.hi is None or t > self.hi:
+            self.hi = t
+
+    def per_s(self) -> float | None:
+        """Events per second: n events span n - 1 intervals."""
+        if self.n < 2 or self.hi == self.lo:
+            return None
+        return (self.n - 1) * 1e9 / (self.hi - self.lo)
+
+
+class Journey:
+    """Accumulates finished frame records: add() each one, summary() any time."""
+
+    def __init__(self, display_latency_ms: float = 0.0, recent: int = 64):
+        if display_latency_ms < 0:
+            raise UsageError(f"--display-latency-ms {display_latency_ms:g}: must not be negative")
+        self.display_latency_ms = display_latency_ms
+        self._display_latency_ns = round(display_latency_ms * 1e6)
+        self.count = 0
+        self.reached = dict.fromkeys(STAGES, 0)
+        self.stages = {s: Histogram() for s in SPAN_FROM}
+        self.glass = Histogram()  # captured -> scanout, plus the display's latency
+        self.late = Histogram()   # by how much late commits missed their vblank
+        self.drops = dict.fromkeys(DROP_CAUSES, 0)
+        self.recent: collections.deque[dict] = collections.deque(maxlen=recent)
+        self._captured = _Times()
+        self._scanout = _Times()
+        # vblank period: time on screen over vblanks on screen, exact when the
+        # producer counts vblanks; else the gaps between consecutive scanouts
+        self._shown_ns = self._shown_vblanks = 0
+        self._gaps = Histogram()
+        self._last_scanout = None
+
+    def add(self, rec: dict) -> None:
+        self.count += 1
+        self.recent.append(rec)
+        reached = self.reached
+        for s, key in _STAGE_KEYS:
+            if rec[key] is not None:
+                reached[s] += 1
+        hists = self.stages
+        for stage, start, end in spans(rec):
+            hists[stage].add(end - start)
+        drops = self.drops
+        drops["sequence_gap"] += rec["skipped_before"] or 0
+        if rec["dequeued_ns"] is not None and rec["committed_ns"] is None:
+            drops["not_shown"] += 1
+        if rec["late_ns"] is not None:
+            drops["late"] += 1
+            self.late.add(rec["late_ns"])
+        vblanks = rec["vblanks"]
+        if vblanks is not None and vblanks > 1:
+            drops["repeated"] += 1
+        captured, scanout = rec["captured_ns"], rec["scanout_ns"]
+        if captured is not None:
+            self._captured.add(captured)
+        if scanout is not None:
+            self._scanout.add(scanout)
+            if captured is not None and scanout >= captured:
+                self.glass.add(scanout - captured + self._display_latency_ns)
+            if vblanks and rec["replaced_ns"] is not None:
+                self._shown_ns += rec["replaced_ns"] - scanout
+                self._shown_vblanks += vblanks
+            elif self._last_scanout is not None and scanout != self._last_scanout:
+                self._gaps.add(abs(scanout - self._last_scanout))
+            self._last_scanout = scanout
+
+    def vblank_ns(self) -> float | None:
+        """The display's vblank period: exact from frames whose vblanks on
+        screen are known; else the short end (p10) of the gaps between
+        consecutive scanouts, which are whole periods."""
+        if self._shown_vblanks:
+            return self._shown_ns / self._shown_vblanks
+        if self._gaps.count:
+            return self._gaps.quantile(0.10)
+        return None
+
+    def summary(self) -> dict:
+        """The "frames" object of the JSON report (issue 11's schema)."""
+        vblank = self.vblank_ns()
+        fps_in, fps_out = self._captured.per_s(), self._scanout.per_s()
+        return {"frames": {
+            "count": self.count,
+            "reached": dict(self.reached),
+            "stages": {s: {"count": h.count, **quantiles_ms(h, (50, 95, 99), "_ms")}
+                       for s, h in self.stages.items() if h.count},
+            "drops": dict(self.drops),
+            "glass_to_glass_ms": quantiles_ms(self.glass, (50, 95, 99)),
+            "display_latency_ms": self.display_latency_ms,
+            "late_ms": quantiles_ms(self.late, (50, 99)),
+            "fps_in": None if fps_in is None else round(fps_in, 3),
+            "fps_out": None if fps_out is None else round(fps_out, 3),
+            "vblank_ms": None if vblank is None else round(vblank / 1e6, 3),
+        }}
+
+
+def quantiles_ms(h: Histogram, percents, suffix: str = "") -> dict:
+    """{"p50<suffix>": ms, ...}; None for an empty histogram."""
+    return {f"p{p}{suffix}": round(h.quantile(p / 100) / 1e6, 3) if h.count else None
+            for p in percents}
