@@ -70,7 +70,7 @@ def test_audit_json_schema_for_a_followed_command(tmp_path):
     assert report["command"][0] == "dd" and report["exit_code"] == 0
     assert report["kernel"]["release"] == os.uname().release
     assert set(report["drops"]) == {"ringbuf", "hist_map_full", "start_map_full", "fence_names_full",
-                                   "hist_alloc_failed"}
+                                   "hist_alloc_failed", "frame_ring", "frame_map_full"}
     assert all(ROW_KEYS <= set(r) for r in report["rows"])
     assert {p["name"] for p in report["probes"]} >= {"sys_read", "sys_write", "sys_ioctl"}
     dd = {r["pid"] for r in report["rows"] if r["comm"] == "dd"}

@@ -56,7 +56,7 @@ def test_drop_names_are_the_audit_schema_keys():
     """The report's drops keys (schema sits.probe.audit/1, stable) are the
     SITS_DROP_ names: renaming one in the header would change the schema."""
     assert list(header.DROP_IDS) == ["ringbuf", "hist_map_full", "start_map_full", "fence_names_full",
-                                     "hist_alloc_failed"]
+                                     "hist_alloc_failed", "frame_ring", "frame_map_full"]
     assert max(header.DROP_IDS.values()) < header.ENUMS["sits_drop"]["SITS_DROP_MAX"]
 
 

@@ -1,0 +1,97 @@
+"""`sits probe frames` follows real pipelines' frames through the kernel
+(vivid + vkms), joined by buffer identity: sits' own, held frame for frame
+against the records sits writes itself (`sits capture --timeline`), and
+GStreamer's, which nobody here wrote."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from sits.journey import record
+
+pytestmark = pytest.mark.vm
+
+SITS = [sys.executable, "-m", "sits.cli.app"]
+FRAMES = 300
+#: how far the kernel's time of a stage may be from sits' own for the same
+#: frame: both read CLOCK_MONOTONIC, on either side of the same ioctl
+STAGE_TOLERANCE_NS = 1_000_000
+
+
+def follow(tmp_path, command, name="run"):
+    """`sits probe frames` around `command`: its JSON report and the kernel's
+    records (--stream)."""
+    report, stream = tmp_path / f"{name}.json", tmp_path / f"{name}.ndjson"
+    r = subprocess.run([*SITS, "probe", "frames", "--json", "-o", str(report), "--stream", str(stream),
+                        "--", *command], capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(report.read_text())
+    assert rep["exit_code"] == 0, rep
+    assert rep["untimed"] == {}, rep["untimed"]
+    assert not any(rep["frames"]["lost"].values()), rep["frames"]["lost"]
+    return rep, record.read(str(stream))
+
+
+def sits_capture(tmp_path, vivid_path, vkms_path, *extra):
+    timeline = tmp_path / "timeline.ndjson"
+    summary = tmp_path / "summary.json"
+    cmd = ["sh", "-c", " ".join([*SITS, "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
+                                 "--size", "320x180", "--frames", str(FRAMES), "--timeline", str(timeline),
+                                 "--json", *extra]) + f" > {summary}"]
+    return cmd, timeline, summary
+
+
+@pytest.mark.parametrize("memory,fmt", [("mmap", "XR24"), ("udmabuf", "XR24"), ("udmabuf", "YUYV")],
+                         ids=["exported", "dmabuf-import", "copied"])
+def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, vivid_path, vkms_path):
+    cmd, timeline, summary = sits_capture(tmp_path, vivid_path, vkms_path, "--memory", memory, "--format", fmt)
+    rep, kernel = follow(tmp_path, cmd)
+    own = record.read(str(timeline))
+    s = json.loads(summary.read_text())
+    assert s["frames_captured"] == FRAMES and len(own) == FRAMES
+
+    # one for one, by sequence number
+    by_seq = {r["sequence"]: r for r in kernel}
+    assert len(by_seq) == len(kernel), "a sequence number twice"
+    assert sorted(by_seq) == sorted(r["sequence"] for r in own)
+    copied = fmt == "YUYV"   # vkms cannot scan out YUYV: sits converts into a buffer of its own
+    for mine in own:
+        k = by_seq[mine["sequence"]]
+        assert k["buffer"] == mine["buffer"]
+        assert k["copied"] == copied == mine["copied"]
+        for stage in ("captured", "dequeued", "committed", "scanout", "replaced", "requeued"):
+            a, b = k[f"{stage}_ns"], mine[f"{stage}_ns"]
+            assert (a is None) == (b is None), (stage, k, mine)
+            if a is not None:
+                assert abs(a - b) <= STAGE_TOLERANCE_NS, (stage, a - b, k, mine)
+        reached = [k[f"{st}_ns"] for st in record.STAGES[:6] if k[f"{st}_ns"] is not None]
+        if not copied:  # a copy's buffer can go back before the copy is shown
+            assert reached == sorted(reached[:1]) + sorted(reached[1:]), k
+
+    # every displayed frame joined, and drops as sits counted them, by cause
+    shown = [r for r in kernel if r["scanout_ns"] is not None]
+    assert len(shown) == s["frames_displayed"] > 0
+    f = rep["frames"]
+    assert f["count"] == FRAMES
+    assert f["drops"]["not_shown"] == s["drops"]["display"]
+    assert f["drops"]["sequence_gap"] == s["drops"]["sequence_gap"]
+
+
+@pytest.mark.skipif(not shutil.which("gst-launch-1.0"), reason="no gst-launch-1.0")
+@pytest.mark.parametrize("io_mode", ["dmabuf", "mmap"])
+def test_gstreamer_frames_are_followed_to_the_screen(io_mode, tmp_path, vivid_path, vkms_path):
+    # kmssink with sync=false shows every frame it gets (no QoS drops)
+    cmd = ["gst-launch-1.0", "-q", "v4l2src", f"device={vivid_path}", f"io-mode={io_mode}",
+           f"num-buffers={FRAMES}", "!", "video/x-raw,format=BGRx,width=320,height=180", "!",
+           "kmssink", f"driver-name=vkms", "sync=false"]
+    rep, kernel = follow(tmp_path, cmd, name=f"gst-{io_mode}")
+    assert len(kernel) >= FRAMES - 8    # (the source's last buffers can end with the pipeline)
+    shown = [r for r in kernel if r["scanout_ns"] is not None]
+    assert len(shown) >= 0.95 * len(kernel), rep["frames"]
+    for r in shown:
+        assert r["copied"] == (io_mode == "mmap"), r
+        assert r["captured_ns"] <= r["dequeued_ns"] < r["committed_ns"] < r["scanout_ns"], r
+    seqs = [r["sequence"] for r in kernel]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
