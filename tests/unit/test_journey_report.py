@@ -91,3 +91,14 @@ def test_report_from_records_and_its_markdown():
     assert "Drops: sequence_gap 0, not_shown 0, late 10, repeated 0" in md
     # an audit report that carries the frames
     assert to_markdown({"schema": "sits.probe.audit/1", "frames": f}) == md
+
+
+def test_an_audit_report_that_carries_frames_has_the_section():
+    from sits.ebpf.report import to_markdown as audit_markdown
+    audit = {"duration_s": 1.0, "kernel": {"release": "6.18", "machine": "x86_64"}, "command": None,
+             "probes": [], "rows": [], "thresholds": {},
+             "hot_spots": {"flagged": [], "by_p95": [], "by_p99": [], "by_total": []},
+             "drops": {"ringbuf": 0}, "overhead": {"programs": []}}
+    assert "Where frames lose time" not in audit_markdown(audit)
+    frames = frames_report(run_with_late_frames())
+    assert to_markdown(frames) in audit_markdown(dict(audit, **frames))
