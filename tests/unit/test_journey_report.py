@@ -31,6 +31,12 @@ def test_glass_to_glass_hot_spot_in_vblanks_waited_and_late_commits():
     assert first.endswith("12% of commits arrive after the vblank start")
 
 
+def test_no_vblanks_waited_from_commit_when_no_commit_was_timed():
+    f = summary(glass_to_glass_ms={"p50": 20.0, "p95": 30.0, "p99": 41.0}, vblank_ms=16.7,
+                stages={"scanout": stage(8.0, 33.4)})  # scanout counted from dequeued
+    assert hot_spots(f)[0] == "p99 captured → scanout 41.0 ms (p50 20.0 ms)"
+
+
 def test_slowest_step_is_on_the_way_to_the_screen():
     f = summary(glass_to_glass_ms={"p50": 20.0, "p95": 30.0, "p99": 41.0},
                 stages={"dequeued": stage(1.0, 2.0), "committed": stage(12.0, 30.0),
