@@ -9,7 +9,8 @@ The audit JSON layout is stable (schema "sits.probe.audit/1", docs/probe.md):
 {"schema", "duration_s", "kernel", "command", "exit_code", "probes": [...],
  "rows": [{"pid", "comm", "probe", "key", "count", "p50_us", "p95_us",
  "p99_us", "max_us", "total_ms", "hot", ...}], "hot_spots", "drops",
- "overhead", "thresholds"}.
+ "overhead", "thresholds"}, and "frames" (sits/journey/report.py) when
+the frames' journey was followed.
 """
 from __future__ import annotations
 
@@ -285,6 +286,9 @@ def to_markdown(report: dict) -> str:
         lines.append(f"- top by {title}: {top or '-'}")
     d = report["drops"]
     lines += ["", "## Drops", "", ", ".join(f"{k}: {v}" for k, v in d.items()), ""]
+    if report.get("frames"):  # the frames' journey was followed too
+        from sits.journey.report import to_markdown as frames_markdown
+        lines.append(frames_markdown(report))
     if report.get("stream"):
         st = report["stream"]
         lines += [f"Streamed {st['events']} samples to `{st['path']}` ({st['lost']} lost: ring buffer full)", ""]

@@ -36,7 +36,7 @@ def hot_spots(f: dict) -> list[str]:
         text = f"p99 captured → scanout {g['p99']:.1f} ms (p50 {g['p50']:.1f} ms"
         text += f", with {f['display_latency_ms']:g} ms display latency)" if f["display_latency_ms"] else ")"
         wait = stages.get("scanout")
-        if vblank and wait:
+        if vblank and wait and reached["committed"]:  # else the span starts at dequeued
             text += f": frames wait {wait['p99_ms'] / vblank:.1f} vblanks ({vblank:.1f} ms) from commit to scanout"
         if reached["committed"]:
             text += f"; {_pct(drops['late'], reached['committed'])} of commits arrive after the vblank start"

@@ -17,15 +17,17 @@ GLYPHS = {"dequeued": "d", "committed": "c", "scanout": "s", "replaced": "#", "r
 _CUDA = ("cuda_submitted", "cuda_done")
 _LABEL = 8   # the sequence number
 _TAIL = 24   # "123.4 ms late x2 +3 skipped"
+_WATERFALL_HEAD = 2  # its scale and legend lines
 
 
 def _ms(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def render(journey: Journey, width: int = 80, frames: int = 16) -> str:
+def render(journey: Journey, width: int = 80, frames: int = 16, height: int | None = None) -> str:
     """The view for a terminal `width` columns wide, with the waterfall's
-    last `frames` frames (at most the journey's recent ones)."""
+    last `frames` frames (at most the journey's recent ones), and no more
+    than `height` lines when given."""
     f = journey.summary()["frames"]
     g = f["glass_to_glass_ms"]
     lines = [f"sits probe frames  {f['count']} frames  fps in {_ms(f['fps_in'])} out {_ms(f['fps_out'])}  "
@@ -38,6 +40,8 @@ def render(journey: Journey, width: int = 80, frames: int = 16) -> str:
     lines.append(f"{'glass to glass':<30} {_ms(g['p50']):>8} {_ms(g['p99']):>8}")
     lines.append("drops  " + "  ".join(f"{k} {v}" for k, v in f["drops"].items()))
     recent = list(journey.recent)[-frames:] if frames > 0 else []
+    if height is not None:
+        recent = _fitting(recent, height - len(lines) - _WATERFALL_HEAD)
     lines += waterfall(recent, width)
     return "\n".join(line[:width] for line in lines)
 
@@ -52,13 +56,30 @@ def waterfall(records: list[dict], width: int) -> list[str]:
            "  ".join(f"{GLYPHS[s]} {s}" for s in SPAN_FROM)]
     scale = bar_w / longest if longest else 0.0
     for (rec, sp), t0 in zip(drawn, t0s):
-        display = [x for x in sp if x[0] not in _CUDA]
-        cuda = [x for x in sp if x[0] in _CUDA]
+        display, cuda = _split(sp)
         seq = "" if rec["sequence"] is None else rec["sequence"]
         out.append(f"{seq:>{_LABEL}} |{_bar(display or cuda, t0, scale, bar_w)}| {_tail(rec)}")
         if display and cuda:
             out.append(f"{'cuda':>{_LABEL}} |{_bar(cuda, t0, scale, bar_w)}|")
     return out
+
+
+def _split(sp) -> tuple[list, list]:
+    """A frame's display spans and its CUDA spans."""
+    return [x for x in sp if x[0] not in _CUDA], [x for x in sp if x[0] in _CUDA]
+
+
+def _fitting(records: list[dict], rows: int) -> list[dict]:
+    """The last of `records` whose waterfall lines fit in `rows`: a frame
+    with both display and CUDA stages takes two."""
+    out = []
+    for rec in reversed(records):
+        display, cuda = _split(spans(rec))
+        rows -= 2 if display and cuda else 1
+        if rows < 0:
+            break
+        out.append(rec)
+    return out[::-1]
 
 
 def _start(rec: dict, sp) -> int:

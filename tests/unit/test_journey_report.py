@@ -31,6 +31,12 @@ def test_glass_to_glass_hot_spot_in_vblanks_waited_and_late_commits():
     assert first.endswith("12% of commits arrive after the vblank start")
 
 
+def test_no_vblanks_waited_from_commit_when_no_commit_was_timed():
+    f = summary(glass_to_glass_ms={"p50": 20.0, "p95": 30.0, "p99": 41.0}, vblank_ms=16.7,
+                stages={"scanout": stage(8.0, 33.4)})  # scanout counted from dequeued
+    assert hot_spots(f)[0] == "p99 captured → scanout 41.0 ms (p50 20.0 ms)"
+
+
 def test_slowest_step_is_on_the_way_to_the_screen():
     f = summary(glass_to_glass_ms={"p50": 20.0, "p95": 30.0, "p99": 41.0},
                 stages={"dequeued": stage(1.0, 2.0), "committed": stage(12.0, 30.0),
@@ -91,3 +97,14 @@ def test_report_from_records_and_its_markdown():
     assert "Drops: sequence_gap 0, not_shown 0, late 10, repeated 0" in md
     # an audit report that carries the frames
     assert to_markdown({"schema": "sits.probe.audit/1", "frames": f}) == md
+
+
+def test_an_audit_report_that_carries_frames_has_the_section():
+    from sits.ebpf.report import to_markdown as audit_markdown
+    audit = {"duration_s": 1.0, "kernel": {"release": "6.18", "machine": "x86_64"}, "command": None,
+             "probes": [], "rows": [], "thresholds": {},
+             "hot_spots": {"flagged": [], "by_p95": [], "by_p99": [], "by_total": []},
+             "drops": {"ringbuf": 0}, "overhead": {"programs": []}}
+    assert "Where frames lose time" not in audit_markdown(audit)
+    frames = frames_report(run_with_late_frames())
+    assert to_markdown(frames) in audit_markdown(dict(audit, **frames))

@@ -70,3 +70,16 @@ def test_each_line_says_glass_to_glass_or_how_the_frame_was_dropped():
             new(sequence=2, captured_ns=0, dequeued_ns=MS)]
     tails = [line.split("| ")[-1] for line in waterfall(recs, WIDTH_FOR_40)[2:]]
     assert tails == ["12.0 ms late x2 +3 skipped", "not shown"]
+
+
+def test_the_view_fits_the_height_given_counting_cuda_lines():
+    j = Journey()
+    for i in range(30):  # every third frame also went through CUDA: two lines
+        cuda = {"cuda_submitted_ns": i * VBLANK + 2 * MS, "cuda_done_ns": i * VBLANK + 5 * MS} if i % 3 == 0 else {}
+        j.add(chain(i, i * VBLANK, 1, 2, 10, **cuda))
+    head = len(render(j, width=80, frames=0).splitlines())  # everything but the frames' lines
+    # the newest frames that fit in 7 rows: 24 would take two more (with CUDA)
+    lines = render(j, width=80, frames=30, height=head + 7).splitlines()
+    assert [line.split("|")[0].strip() for line in lines[head:]] == ["25", "26", "27", "cuda", "28", "29"]
+    lines = render(j, width=80, frames=30, height=head + 8).splitlines()
+    assert len(lines) == head + 8 and lines[head].split("|")[0].strip() == "24"
