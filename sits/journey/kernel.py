@@ -93,3 +93,22 @@ class KernelJourney:
 
     def close(self) -> None:
         self._ring.close()
+
+
+def kernel_report(reader: KernelJourney, journey, session, also=None) -> dict:
+    """frames_report() of `journey`, fed from `reader` until now (the
+    frames in flight at the end too; `also(record)` sees each of them as
+    well) and then closed, with what only the kernel's side knows: records
+    lost, frames the driver marked as errors, the stages not timed."""
+    from sits.journey.report import frames_report
+    for rec in reader.drain() + reader.flush():
+        journey.add(rec)
+        if also is not None:
+            also(rec)
+    reader.close()
+    report = frames_report(journey)
+    drops = session.drops()
+    report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
+    report["frames"]["driver_errors"] = reader.errors
+    report["untimed"] = untimed_stages(session)
+    return report

@@ -28,7 +28,7 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
     session = probe_session(probes, pid, comm, cgroup, lib, follow=bool(command), stats=True,
                        per_thread=per_thread, stream=bool(stream))
     agg = Aggregate(session, thresholds)
-    ring = writer = None
+    ring = writer = frames = None
     child, exit_code = None, None
     t0 = time.monotonic()
     report = None
@@ -39,6 +39,7 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
                 from sits.ebpf.ringbuf import EventWriter, ring_consumer
                 ring = ring_consumer(session)
                 writer = EventWriter(stream_file, session.fence_names)
+            frames = _frames_follower(session)
             t0 = time.monotonic()
             if command:
                 child = session.spawn(command)
@@ -61,7 +62,10 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
                     next_swap += interval
                 if ring is not None:
                     writer.write(ring.drain(copy=False))
-                poll = 0.02 if ring is not None else 0.05 if child else None
+                if frames is not None:
+                    for rec in frames[0].drain():
+                        frames[1].add(rec)
+                poll = 0.02 if ring is not None else 0.1 if frames is not None else 0.05 if child else None
                 wake = min(x for x in (next_swap, deadline, now + poll if poll else None) if x)
                 time.sleep(max(0.0, wake - time.monotonic()))
         finally:
@@ -75,6 +79,10 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
                     streamed = {"path": stream, "events": writer.events}
                 report = audit_report(agg, session, duration_s=elapsed, command=command or None,
                                       exit_code=exit_code, top_n=top_n, stream=streamed)
+                if frames is not None:
+                    from sits.journey.kernel import kernel_report
+                    j = kernel_report(*frames, session)
+                    report["frames"] = dict(j["frames"], untimed=j["untimed"])
             if ring is not None:
                 ring.close()
             if stream_file is not None:
@@ -103,6 +111,16 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
         sys.stdout.write(text)
     else:
         _print_report(report)
+
+
+def _frames_follower(session):
+    """(reader, statistics) of the frames' journey when the "frames" group
+    runs (--probes ...,frames), else None."""
+    if "journey" not in session.objects:
+        return None
+    from sits.journey.kernel import KernelJourney
+    from sits.journey.stats import Journey
+    return KernelJourney(session), Journey()
 
 
 def _open_stream(path: str):

@@ -11,11 +11,16 @@ def run_export(*, listen, probes, pid, comm, cgroup, lib, interval, duration):
     from sits.ebpf.export import Exporter, parse_listen  # no prometheus_client yet
     addr, port = parse_listen(listen)
     session = probe_session(probes, pid, comm, cgroup, lib)
+    reader = None
     with stop_signals() as stop:
         try:
             session.start()
             stop.arm()
-            exporter = Exporter(session)
+            if "journey" in session.objects:  # --probes ...,frames: the frames' journey too
+                from sits.journey.kernel import KernelJourney
+                from sits.journey.stats import Journey
+                reader = KernelJourney(session)
+            exporter = Exporter(session, journey=Journey() if reader is not None else None)
             server = exporter.serve(addr, port)
             print(f"sits: serving http://{addr}:{server.server_port}/metrics", file=sys.stderr, flush=True)
             t_end = time.monotonic() + duration if duration else None
@@ -24,6 +29,8 @@ def run_export(*, listen, probes, pid, comm, cgroup, lib, interval, duration):
                 while t_end is None or time.monotonic() < t_end:
                     time.sleep(max(0.0, min(next_swap, t_end or next_swap) - time.monotonic()))
                     if time.monotonic() >= next_swap:
+                        if reader is not None:
+                            exporter.add_frames(reader.drain())
                         exporter.update()
                         next_swap += interval
             finally:
@@ -31,4 +38,6 @@ def run_export(*, listen, probes, pid, comm, cgroup, lib, interval, duration):
                 server.shutdown()
         finally:
             stop.armed = False
+            if reader is not None:
+                reader.close()
             session.close()

@@ -58,8 +58,7 @@ def run_frames(*, command, duration, as_json, markdown, output, stream, display_
 
 
 def _follow(session, writer, command, duration, display_latency_ms, interval, live, stop):
-    from sits.journey.kernel import KernelJourney, untimed_stages
-    from sits.journey.report import frames_report
+    from sits.journey.kernel import KernelJourney, kernel_report, untimed_stages
     from sits.journey.stats import Journey
     journey = Journey(display_latency_ms=display_latency_ms)
     child = exit_code = None
@@ -105,15 +104,8 @@ def _follow(session, writer, command, duration, display_latency_ms, interval, li
         stop.armed = False
         report = None
         if reader is not None:
-            take(reader.drain())
-            take(reader.flush())  # frames in flight when the run ended
-            report = frames_report(journey)
-            drops = session.drops()
-            report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
-            report["frames"]["driver_errors"] = reader.errors
-            report["untimed"] = untimed
+            report = kernel_report(reader, journey, session, also=writer.write if writer else None)
             report["command"] = command or None
-            reader.close()
         if view is not None:
             view.close()
         session.close()

@@ -3,7 +3,8 @@
  * identity (sits probe frames): one struct sits_frame a frame, streamed
  * when its journey ends.
  *
- *   captured   raw_tp vb2_buf_done: the buffer's V4L2 timestamp, sequence
+ *   captured   the V4L2 timestamp (vb2_buf_done starts the record; the timestamp and
+ *              sequence are read at DQBUF, as the application gets them)
  *   dequeued   raw_tp vb2_dqbuf
  *   committed  a commit (atomic, SETPLANE, PAGE_FLIP, SETCRTC) whose plane
  *              gets a framebuffer backed by the buffer's dma-buf
@@ -221,31 +222,17 @@ int BPF_PROG(sits_journey_qbuf, void *q, struct vb2_buffer___sits *vb)
 SEC("raw_tp/vb2_buf_done")
 int BPF_PROG(sits_journey_buf_done, void *q, struct vb2_buffer___sits *vb)
 {
-	__u64 key = (__u64)vb, qkey = (__u64)q, *n, fid;
+	__u64 key = (__u64)vb, *n, fid;
 	__u32 *owner = bpf_map_lookup_elem(&vb_owner, &key), zero = 0;
 	struct sits_frame f = {};
-	struct queue_seq *qs, nqs = {};
 
 	if (!owner)
 		return 0;  /* not a traced process's buffer */
 	f.pid = *owner;
 	f.vb = key;
 	f.buffer = BPF_CORE_READ(vb, index);
-	f.captured_ns = BPF_CORE_READ(vb, timestamp);
-	f.sequence = BPF_CORE_READ((struct vb2_v4l2_buffer___sits *)vb, sequence);
 	if (BPF_CORE_READ(vb, state) == bpf_core_enum_value(enum vb2_buffer_state___sits, VB2_BUF_STATE_ERROR))
 		f.flags |= SITS_FRAME_ERROR;
-	/* sequence gaps, as sits' own pipeline counts them; a buffer handed
-	 * back by STREAMOFF is an error with a stale sequence number, and a
-	 * lower number otherwise is a new STREAMON (which counts from 0) */
-	qs = bpf_map_lookup_elem(&queue_seq, &qkey);
-	if (qs && qs->seen && f.sequence > qs->last + 1)
-		f.skipped_before = f.sequence - qs->last - 1;
-	if (!qs || !qs->seen || f.sequence > qs->last || !(f.flags & SITS_FRAME_ERROR)) {
-		nqs.last = f.sequence;
-		nqs.seen = 1;
-		bpf_map_update_elem(&queue_seq, &qkey, &nqs, BPF_ANY);
-	}
 	n = bpf_map_lookup_elem(&next_id, &zero);
 	if (!n)
 		return 0;
@@ -259,12 +246,16 @@ int BPF_PROG(sits_journey_buf_done, void *q, struct vb2_buffer___sits *vb)
 	return 0;
 }
 
+/* The timestamp and sequence number are the ones DQBUF hands the
+ * application (vb2 copies them out here); sequence gaps are counted in
+ * dequeue order, as the application sees them. */
 SEC("raw_tp/vb2_dqbuf")
-int BPF_PROG(sits_journey_dqbuf, void *q, void *vb)
+int BPF_PROG(sits_journey_dqbuf, void *q, struct vb2_buffer___sits *vb)
 {
-	__u64 key = (__u64)vb, *id, fid;
+	__u64 key = (__u64)vb, qkey = (__u64)q, *id, fid;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct process_frames *p, np = {};
+	struct queue_seq *qs, nqs = {};
 	struct sits_frame *f, *old;
 
 	id = bpf_map_lookup_elem(&frame_of_vb, &key);
@@ -276,6 +267,15 @@ int BPF_PROG(sits_journey_dqbuf, void *q, void *vb)
 		return 0;
 	f->dequeued_ns = bpf_ktime_get_ns();
 	f->pid = tgid;
+	f->captured_ns = BPF_CORE_READ(vb, timestamp);
+	f->sequence = BPF_CORE_READ((struct vb2_v4l2_buffer___sits *)vb, sequence);
+	/* a lower number than the last is a new STREAMON (it counts from 0) */
+	qs = bpf_map_lookup_elem(&queue_seq, &qkey);
+	if (qs && qs->seen && f->sequence > qs->last + 1)
+		f->skipped_before = f->sequence - qs->last - 1;
+	nqs.last = f->sequence;
+	nqs.seen = 1;
+	bpf_map_update_elem(&queue_seq, &qkey, &nqs, BPF_ANY);
 	p = bpf_map_lookup_elem(&process_frames, &tgid);
 	if (!p) {
 		np.last_dequeued = fid;

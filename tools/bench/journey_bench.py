@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What following every frame costs (inside the test VM; not a timed test):
+
+    tools/bench/journey_bench [--frames 600] [--fps 60] [--size 640x480] [--reps 3]
+
+The same `sits capture --to-kms` pipeline runs alone and under the frame
+journey (journey.bpf.c read as `sits probe frames` reads it: its ring
+drained every 0.1 s into the statistics), alternating, in one run. Per
+captured frame: the pipeline's own CPU (its rusage) alone and followed,
+the follower's user-space CPU (this process's rusage while it follows)
+and the journey programs' kernel time (BPF run-time statistics), then
+what following adds in all, against issue 11's 20 us a frame.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from sits.ebpf.probes import Filters, ProbeSession  # noqa: E402
+from sits.journey.kernel import KernelJourney  # noqa: E402
+from sits.journey.stats import Journey  # noqa: E402
+
+TARGET_US = 20.0
+DRAIN_S = 0.1   # as sits probe frames
+
+
+def capture_cmd(args) -> list[str]:
+    return [sys.executable, "-m", "sits.cli.app", "capture", "--to-kms", "--frames", str(args.frames),
+            "--size", args.size, "--fps", str(args.fps), "--json"]
+
+
+def cpu_s(ru) -> float:
+    return ru.ru_utime + ru.ru_stime
+
+
+def alone(args) -> dict:
+    # through sh as when followed (spawn_to), so that both count the same
+    p = subprocess.Popen(["sh", "-c", " ".join(capture_cmd(args))], stdout=subprocess.PIPE, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    s = json.loads(out)
+    return {"frames": s["frames_captured"], "pipeline_cpu_s": cpu_s(ru)}
+
+
+def followed(args) -> dict:
+    session = ProbeSession(("frames",), filters=Filters(follow=True), stats=True).start()
+    try:
+        reader, journey = KernelJourney(session), Journey()
+        r, w = os.pipe()
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        pid = spawn_to(session, capture_cmd(args), w)
+        os.close(w)
+        records = 0
+        while True:
+            done, status, ru = os.wait4(pid, os.WNOHANG)
+            for rec in reader.drain():
+                journey.add(rec)
+                records += 1
+            if done:
+                break
+            time.sleep(DRAIN_S)
+        for rec in reader.drain() + reader.flush():
+            journey.add(rec)
+            records += 1
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        out = os.read(r, 1 << 20).decode()
+        os.close(r)
+        bpf_ns = sum(p["run_time_ns"] for p in session.program_stats() if p["program"].startswith("sits_journey"))
+        s = json.loads(out)
+        reader.close()
+    finally:
+        session.close()
+    return {"frames": s["frames_captured"], "records": records, "pipeline_cpu_s": cpu_s(ru),
+            "follower_cpu_s": cpu_s(after) - cpu_s(before), "bpf_s": bpf_ns / 1e9}
+
+
+def spawn_to(session, cmd, w) -> int:
+    """`cmd` traced from its first instruction, its stdout to the fd `w`
+    (its summary is small: it fits the pipe)."""
+    os.set_inheritable(w, True)
+    return session.spawn(["sh", "-c", " ".join(cmd) + f" 1>&{w}"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=600)
+    ap.add_argument("--fps", type=int, default=60)
+    ap.add_argument("--size", default="640x480")
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args()
+    rows = []
+    for rep in range(args.reps):
+        a, f = alone(args), followed(args)
+        per = lambda s, n: 1e6 * s / n  # noqa: E731  (µs a frame)
+        row = {"rep": rep, "alone": a, "followed": f,
+               "pipeline_us_alone": per(a["pipeline_cpu_s"], a["frames"]),
+               "pipeline_us_followed": per(f["pipeline_cpu_s"], f["frames"]),
+               "follower_us": per(f["follower_cpu_s"], f["frames"]),
+               "bpf_us": per(f["bpf_s"], f["frames"])}
+        row["added_us"] = row["pipeline_us_followed"] - row["pipeline_us_alone"] + row["follower_us"]
+        rows.append(row)
+        print(f"rep {rep}: pipeline {row['pipeline_us_alone']:.0f} us/frame alone, "
+              f"{row['pipeline_us_followed']:.0f} followed (BPF {row['bpf_us']:.1f} of it); follower "
+              f"{row['follower_us']:.1f}; added {row['added_us']:.1f} us/frame "
+              f"({f['records']} records of {f['frames']} frames)", flush=True)
+    med = sorted(r["added_us"] for r in rows)[len(rows) // 2]
+    print(f"added CPU a frame followed, median of {len(rows)}: {med:.1f} us (target {TARGET_US:g} us: "
+          f"{'met' if med <= TARGET_US else 'missed'})")
+    if args.json_out:
+        with open(args.json_out, "w") as fo:
+            json.dump({"rows": rows, "added_us_median": med, "target_us": TARGET_US}, fo, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
