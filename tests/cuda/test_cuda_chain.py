@@ -362,20 +362,23 @@ def test_open_chain_batches_from_the_synthetic_source(cp):
     of the buffer each frame landed in, carry the ticks' sequence numbers and
     timestamps, and a buffer goes back only after its batch's CUDA event."""
     from sits.pipeline.chain import open_chain
-    buffer_of, outputs, events, early = {}, [], {}, []
+    buffer_of, outputs, events, early = {}, [], {}, []   # events: sequence -> its batch's CUDA event
     chain = open_chain("synthetic", format="NV12", size=(640, 360), fps=240, buffers=4, cuda=SPEC, frames=30,
                        on_frame=lambda f: buffer_of.__setitem__(f.sequence, f.buffer.index))
     cam = chain.pipeline.source
     collect = chain.cuda.on_batch
 
     def on_batch(batch):
-        events[buffer_of[batch.sequences[-1]]] = batch.event
+        events.update((s, batch.event) for s in batch.sequences)
         collect(batch)
     chain.cuda.on_batch = on_batch
     requeue = cam.requeue
 
     def checking_requeue(buf):
-        if cam.streaming and buf.index in events and not events[buf.index].done:
+        # the CUDA lease goes last (the on_frame consumer's went at once):
+        # the newest frame this buffer held must have its conversion done
+        held = [s for s, i in buffer_of.items() if i == buf.index]
+        if cam.streaming and held and (max(held) not in events or not events[max(held)].done):
             early.append(buf.index)
         requeue(buf)
     cam.requeue = checking_requeue

@@ -16,9 +16,12 @@ frame queue's C does the same calls). Only the completion differs:
   CU_EVENT_BLOCKING_SYNC event (the loop sleeps in the driver);
 * ``sync-spin``: the same on a default event with the context's schedule
   spin (the loop spins for the GPU time);
-* ``query``: cuEventQuery at the next tick (what frame_queue.c does).
+* ``query``: cuEventQuery at the next tick (what frame_queue.c does);
+* ``query-untimed``: the same without the start event and the event
+  timing (what the timing costs; no latency).
 
-Per variant: CPU per frame (process, and by thread), and the latency (tick
+Per variant: CPU per frame (process, and by thread), the wall time of each
+driver call (`calls_us`, means, ctypes' own cost included), and the latency (tick
 -> done) two ways: the variant's own clock (the host function's, the
 return of cuEventSynchronize; none for query) and frame_queue.c's event
 bound (the launch clock and the GPU's event times; a lower bound). For the
@@ -44,7 +47,7 @@ from chain_bench import thread_cpu_ns  # noqa: E402
 
 from sits.pipeline.stats import percentiles  # noqa: E402
 
-VARIANTS = ("hostfn", "sync-blocking", "sync-spin", "query")
+VARIANTS = ("hostfn", "sync-blocking", "sync-spin", "query", "query-untimed")
 SLOTS = 64
 NOT_READY = 600          # CUDA_ERROR_NOT_READY
 DRIFT_PPM = 100          # as frame_queue.c's CU_DRIFT_PPM
@@ -98,34 +101,38 @@ class EventBound:
         return begin + int(self.elapsed_ms(start, done) * 1e6)
 
 
-def set_up(census: Census, buffers: int):
+def set_up(census: Census, buffers: int, ingest: str):
     from sits.cuda.runtime import cupy
     cp = cupy()
     census.step("import cupy")
     cp.cuda.runtime.free(0)
     census.step("CUDA context")
-    from sits.cuda.convert import FrameConverter
+    from sits.cuda.convert import FrameConverter, HostFrame
     from sits.cuda.formats import OutputSpec, SourceFormat, make_plan
     from sits.cuda.hostmem import HostRegistry
     from sits.cuda.rawgraph import RawGraph
     from sits.dmabuf.udmabuf import MemFd
     plan = make_plan(SourceFormat("YUYV", 1920, 1080),
                      OutputSpec(224, 224, dtype="float16", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)))
-    conv = FrameConverter(plan, max_batch=1)
-    stream = conv.stream
     registry = HostRegistry()
+    conv = FrameConverter(plan, max_batch=1, registry=registry)
+    stream = conv.stream
     nbytes = plan.src.frame_bytes
     mems, graphs, keep = [], [], []
     for i in range(buffers):
         m = MemFd.create(nbytes, f"wake-variants-{i}")
         m.array[:] = i
         registry.register(m)
-        staging = cp.empty(nbytes, cp.uint8)
-        fixed = conv.fixed([staging])
+        if ingest == "direct":   # the kernel reads the registered pages itself
+            staging, fixed = None, conv.fixed([HostFrame(m)])
+            enqueue = fixed.enqueue
+        else:
+            staging = cp.empty(nbytes, cp.uint8)
+            fixed = conv.fixed([staging])
 
-        def enqueue(staging=staging, fixed=fixed, host=m.address):
-            cp.cuda.runtime.memcpyAsync(staging.data.ptr, host, nbytes, 1, stream.ptr)
-            fixed.enqueue()
+            def enqueue(staging=staging, fixed=fixed, host=m.address):
+                cp.cuda.runtime.memcpyAsync(staging.data.ptr, host, nbytes, 1, stream.ptr)
+                fixed.enqueue()
         graphs.append(RawGraph(stream.ptr, enqueue))
         mems.append(m)
         keep.append((staging, fixed))
@@ -138,8 +145,19 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
     from sits.cuda.runtime import restore_schedule, set_schedule
     from sits.timerfd import TimerFd
     old_flags = set_schedule("spin") if variant == "sync-spin" else None
+    timed = variant != "query-untimed"
     starts = [cp.cuda.Event() for _ in range(SLOTS)]
-    dones = [cp.cuda.Event(block=variant == "sync-blocking") for _ in range(SLOTS)]
+    dones = [cp.cuda.Event(block=variant == "sync-blocking", disable_timing=not timed) for _ in range(SLOTS)]
+    calls: dict = {}
+    clock = time.perf_counter_ns
+
+    def call(name, fn, *args):
+        t = clock()
+        rc = fn(*args)
+        calls[name] = calls.get(name, 0) + clock() - t
+        if rc and not (name == "cuEventQuery" and rc == NOT_READY):
+            raise RuntimeError(f"{name}: CUresult {rc}")
+        return rc
     host_fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, "sits_completion_host_fn")))
     r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     ep = select.epoll()
@@ -152,7 +170,11 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
     marks = {}
 
     def complete(slot, ts, launch_ns, seen_ns):
+        if not timed:
+            return
+        t = clock()
         done = bound.done_ns(launch_ns, starts[slot].ptr, dones[slot].ptr)
+        calls["cuEventElapsedTime x2"] = calls.get("cuEventElapsedTime x2", 0) + clock() - t
         by_bound.append((done - ts) / 1e6)
         if seen_ns is not None:
             own.append((seen_ns - ts) / 1e6)
@@ -175,7 +197,8 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
                 ticks = timer.expirations()
                 if not ticks:
                     continue
-                while variant == "query" and in_flight and cu.cuEventQuery(dones[in_flight[0][0]].ptr) != NOT_READY:
+                while (variant.startswith("query") and in_flight
+                       and call("cuEventQuery", cu.cuEventQuery, dones[in_flight[0][0]].ptr) != NOT_READY):
                     j, ts, launch_ns = in_flight.pop(0)
                     complete(j, ts, launch_ns, None)
                 seq = k + ticks - 1
@@ -184,20 +207,18 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
                     marks["a"] = (time.process_time(), thread_cpu_ns(), k)
                 slot = k % SLOTS
                 launch_ns = time.monotonic_ns()
-                rc = cu.cuEventRecord(starts[slot].ptr, stream.ptr) or cu.cuGraphLaunch(
-                    graphs[k % len(graphs)].exec, stream.ptr) or cu.cuEventRecord(dones[slot].ptr, stream.ptr)
-                if rc:
-                    raise RuntimeError(f"launch: CUresult {rc}")
+                if timed:
+                    call("cuEventRecord start", cu.cuEventRecord, starts[slot].ptr, stream.ptr)
+                call("cuGraphLaunch", cu.cuGraphLaunch, graphs[k % len(graphs)].exec, stream.ptr)
+                call("cuEventRecord done", cu.cuEventRecord, dones[slot].ptr, stream.ptr)
                 if variant == "hostfn":
-                    rc = cu.cuLaunchHostFunc(stream.ptr, host_fn, (slot << 32) | w)
+                    call("cuLaunchHostFunc", cu.cuLaunchHostFunc, stream.ptr, host_fn, (slot << 32) | w)
                     in_flight.append((slot, ts, launch_ns))
                 elif variant.startswith("sync"):
-                    rc = cu.cuEventSynchronize(dones[slot].ptr)
+                    call("cuEventSynchronize", cu.cuEventSynchronize, dones[slot].ptr)
                     complete(slot, ts, launch_ns, time.monotonic_ns())
                 else:
                     in_flight.append((slot, ts, launch_ns))
-                if rc:
-                    raise RuntimeError(f"{variant}: CUresult {rc}")
                 k += ticks
         marks["b"] = (time.process_time(), thread_cpu_ns(), k)
         stream.synchronize()
@@ -220,9 +241,11 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
         spent = (ns - ta.get(tid, (name, 0))[1]) / 1e3 / n
         if spent >= 0.1:
             threads[key] = round(spent, 1)
-    return dict(variant=variant, fps=fps, frames=len(by_bound), cpu_us_per_frame=round(1e6 * (cb - ca) / n, 1),
+    frames = max(1, k)
+    return dict(variant=variant, fps=fps, frames=k, cpu_us_per_frame=round(1e6 * (cb - ca) / n, 1),
+                calls_us={name: round(ns / 1e3 / frames, 2) for name, ns in calls.items()},
                 cpu_us_per_frame_by_thread=dict(sorted(threads.items(), key=lambda kv: -kv[1])),
-                latency_ms_event_bound=percentiles(by_bound[skip:]),
+                latency_ms_event_bound=percentiles(by_bound[skip:]) if by_bound else None,
                 latency_ms_own_clock=percentiles(own[skip:]) if own else None,
                 bound_check_us=({"min": round(min(check[skip:]), 2), **percentiles(check[skip:])}
                                 if check[skip:] else None))
@@ -233,10 +256,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--fps", default="240")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--ingest", default="copy", choices=("copy", "direct"))
     ap.add_argument("--json")
     args = ap.parse_args()
     census = Census()
-    cp, stream, graphs, keep = set_up(census, 4)
+    cp, stream, graphs, keep = set_up(census, 4, args.ingest)
     cu = driver()
     rows = []
     for fps in (float(f) for f in args.fps.split(",")):
@@ -246,7 +270,7 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     threads = {f"{name}[{tid}]": round(ns / 1e6, 1) for tid, (name, ns) in thread_cpu_ns().items()}
-    out = {"census": census.steps, "thread_cpu_ms_total": threads, "rows": rows}
+    out = {"ingest": args.ingest, "census": census.steps, "thread_cpu_ms_total": threads, "rows": rows}
     print(json.dumps({"census": census.steps, "thread_cpu_ms_total": threads}))
     if args.json:
         with open(args.json, "w") as f:
