@@ -72,6 +72,23 @@ class Recorder:
 
 
 SPEC = OutputSpec(96, 64, dtype="float32", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+GATE_CYCLES = 100_000_000   # GPU clock cycles: at least 50 ms at the H200's highest clock (1980 MHz)
+
+
+def gate(cp, stream):
+    """Hold `stream`'s later work behind GATE_CYCLES of one spinning thread
+    on a stream of its own; the event that ends it."""
+    spin = cp.RawKernel(r"""
+    extern "C" __global__ void spin(long long cycles) {
+        long long t0 = clock64();
+        while (clock64() - t0 < cycles) {}
+    }""", "spin")
+    with cp.cuda.Stream(non_blocking=True) as gate_stream:
+        spin((1,), (1,), (cp.int64(GATE_CYCLES),))
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(gate_stream)
+    stream.wait_event(done)
+    return done
 
 
 @pytest.mark.parametrize("ingest", ["copy", "direct"])
@@ -220,21 +237,11 @@ def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
     consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
     pipeline = make_pipeline(cam, [consumer])
     in_flight = []
-    spin = cp.RawKernel(r"""
-    extern "C" __global__ void spin(long long cycles) {
-        long long t0 = clock64();
-        while (clock64() - t0 < cycles) {}
-    }""", "spin")
-    gate_stream = cp.cuda.Stream(non_blocking=True)
 
     def on_batch(batch):
         if len(in_flight) == 9:
             # the next batch waits behind ~50 ms of GPU work: surely in flight at the stop
-            with gate_stream:
-                spin((1,), (1,), (cp.int64(100_000_000),))
-            gate = cp.cuda.Event(disable_timing=True)
-            gate.record(gate_stream)
-            batch.stream.wait_event(gate)
+            gate(cp, batch.stream)
         if len(in_flight) == 10:
             in_flight.append(batch.event.done)
             if how == "SIGTERM":
@@ -318,30 +325,19 @@ def test_the_example_runs(cp):
 
 
 def test_in_c_a_buffer_waits_for_its_conversion_and_the_latency_sees_a_stalled_gpu(cp):
-    """The queue's C: the GPU held back by a gate (a kernel of 100 M clock
-    cycles, at least 50 ms at the H200's highest clock); meanwhile every
+    """The queue's C: the GPU held back by a gate (GATE_CYCLES); meanwhile every
     buffer stays with its unfinished conversion and none goes back to the
     "driver" (its ticks are lost, as a camera's), and the frames behind the
     gate are reported done after it, though their own start events ran late."""
     cam = SyntheticCamera("YUYV", (640, 360), fps=240, buffers=4)
     consumer = CudaConsumer(SPEC)
-    spin = cp.RawKernel(r"""
-    extern "C" __global__ void spin(long long cycles) {
-        long long t0 = clock64();
-        while (clock64() - t0 < cycles) {}
-    }""", "spin")
-    gate_stream = cp.cuda.Stream(non_blocking=True)
-    gate, seen = [], []   # while gated: (conversions in flight, buffers queued)
+    gated, seen = [], []   # while gated: (conversions in flight, buffers queued)
 
     def status(s):
         q = pipeline.queue
-        if s.frames_captured >= 12 and not gate:
-            with gate_stream:
-                spin((1,), (1,), (cp.int64(100_000_000),))
-            gate.append(cp.cuda.Event(disable_timing=True))
-            gate[0].record(gate_stream)
-            consumer.converter.stream.wait_event(gate[0])
-        elif gate and not gate[0].done:
+        if s.frames_captured >= 12 and not gated:
+            gated.append(gate(cp, consumer.converter.stream))
+        elif gated and not gated[0].done:
             seen.append((q.cuda_in_flight(), sum(q.L.queued[i] for i in range(len(cam.buffers)))))
     pipeline = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.005)
     try:
