@@ -32,7 +32,9 @@ OPTIONS = [
     Opt("--to-kms", "to_kms", fastargs.FLAG, False, "Show the frames on a KMS display (zero-copy when a plane can)."),
     Opt("--to-cuda", "to_cuda", fastargs.STR, None,
         "WxH: convert every frame on the GPU into a model-ready tensor of this size."),
-    Opt("--device", "device", fastargs.STR, None, "V4L2 capture device (default: the first one)."),
+    Opt("--device", "device", fastargs.STR, None,
+        "V4L2 capture device (default: the first one), or 'synthetic': frames on a timer in memfd "
+        "buffers, no camera (--format, --size, --fps; default YUYV 1920x1080 at 60)."),
     Opt("--card", "card", fastargs.STR, None, "DRM card (default: the first with a connected display)."),
     Opt("--connector", "connector", fastargs.STR, None, "Connector name, e.g. HDMI-A-1 or Virtual-1."),
     Opt("--format", "fmt", fastargs.STR, None, "Camera fourcc, e.g. XR24, AR24, RGBP, YUYV."),
@@ -120,7 +122,7 @@ def run_capture(consumers=(), **kw) -> None:
     """Capture from V4L2 and show on DRM/KMS and/or convert on CUDA.
     `consumers`: more frame consumers (library callers, benchmarks)."""
     kw = {**{o.dest: o.default for o in OPTIONS}, **kw}
-    from sits.pipeline.capture import CaptureOptions, build
+    from sits.pipeline.capture import CaptureOptions, build, check
     if not kw["to_kms"] and not kw["to_cuda"] and not consumers:
         raise UsageError("say where the frames go: --to-kms, --to-cuda WxH, or both")
     if kw["memory"] not in ("mmap", "heap", "udmabuf"):
@@ -131,12 +133,13 @@ def run_capture(consumers=(), **kw) -> None:
         _check_snapshot_path(kw["snapshot"])
     if (kw["verify"] or kw["snapshot"]) and not kw["to_kms"]:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
-    consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])
     opts = CaptureOptions(device=kw["device"], card=kw["card"], connector=kw["connector"], format=kw["fmt"],
                           size=_size(kw["size"]), fps=kw["fps"], frames=kw["frames"], duration=kw["duration"],
                           memory=kw["memory"], buffers=kw["buffers"], display=kw["to_kms"], verify=kw["verify"],
                           verify_every=kw["verify_every"], snapshot=kw["snapshot"], reconnect=kw["reconnect"],
                           c_loop=not kw["python_loop"])
+    check(opts)
+    consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])
     live = None
     if not kw["as_json"] and sys.stderr.isatty():
         from rich.console import Console

@@ -1,7 +1,8 @@
 """CUDA graphs as the driver's handles, for C code that launches them.
 
 CuPy keeps a graph's CUgraphExec to itself; the frame queue (frame_queue.c)
-launches a capture buffer's conversion with cuGraphLaunch from C, so the
+launches a capture buffer's conversion with cuGraphLaunch from C (and times
+it with events, cuEventRecord / cuEventQuery / cuEventElapsedTime), so the
 graph is captured here through the driver API around the same enqueue
 (CuPy's launches on the stream are captured like any other work), and its
 handles live in a RawGraph. The driver's entry points, as addresses for C:
@@ -35,11 +36,14 @@ def _check(rc: int, call: str) -> None:
         raise DeviceError(f"{call}: CUresult {rc}")
 
 
-def entry_points() -> tuple[int, int]:
-    """(cuGraphLaunch, cuLaunchHostFunc) as addresses."""
+def entry_points() -> tuple[int, int, int, int]:
+    """(cuGraphLaunch, cuEventRecord, cuEventQuery, cuEventElapsedTime) as
+    addresses (the elapsed time's _v2 where the driver has it: CUDA 13's
+    cuda.h names that one)."""
     lib = _cuda()
-    return (ctypes.cast(lib.cuGraphLaunch, ctypes.c_void_p).value,
-            ctypes.cast(lib.cuLaunchHostFunc, ctypes.c_void_p).value)
+    elapsed = getattr(lib, "cuEventElapsedTime_v2", None) or lib.cuEventElapsedTime
+    return tuple(ctypes.cast(fn, ctypes.c_void_p).value
+                 for fn in (lib.cuGraphLaunch, lib.cuEventRecord, lib.cuEventQuery, elapsed))
 
 
 class RawGraph:

@@ -6,6 +6,12 @@ Frames are shown zero-copy when a plane can scan out the camera's format
 CPU converts into a dumb buffer and the summary says so. Everything opened
 here is owned by the pipeline (closed by its run()), or closed here when
 the set-up fails.
+
+`device="synthetic"` (SYNTHETIC) is a source without a camera, as
+GStreamer's videotestsrc: SyntheticCamera's memfd buffers filled on a
+timer, through the same frame queue, consumers and summary (the CUDA chain
+where there is no V4L2, as on a GPU server). No display can scan its
+buffers out.
 """
 from dataclasses import dataclass
 
@@ -14,6 +20,9 @@ from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, UsageError
 from sits.formats import BY_V4L2, drm_for_v4l2
 from sits.v4l2.capture import CaptureDevice
+
+
+SYNTHETIC = "synthetic"   # the device name of the synthetic source
 
 
 @dataclass
@@ -77,6 +86,20 @@ def choose_format(opts: CaptureOptions, cap: CaptureDevice, card: Card | None) -
     raise UsageError(f"camera offers {' '.join(offered)}; none can be shown or converted")
 
 
+def check(opts: CaptureOptions) -> None:
+    """Refuse what the options cannot do together, before any device or GPU
+    is opened (build() asks too)."""
+    if opts.device != SYNTHETIC:
+        return
+    if opts.display:
+        raise UsageError(f"--device {SYNTHETIC} makes memfd buffers, which no display scans out; "
+                         "use it with --to-cuda (or a V4L2 device with --to-kms)")
+    if opts.reconnect:
+        raise UsageError(f"--reconnect: the {SYNTHETIC} source never goes away")
+    if opts.memory == "heap":
+        raise UsageError(f"--device {SYNTHETIC} makes memfd buffers (udmabuf's kind); --memory heap is for V4L2")
+
+
 def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval: float = 0.5):
     """The Pipeline for `opts` (camera -> display and/or `consumers`)."""
     from sits.pipeline.display import KmsDisplay
@@ -86,6 +109,8 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
     from sits.pipeline.writeback import WritebackCheck
     if not opts.display and not consumers:
         raise UsageError("nothing consumes the frames: give a display (--to-kms) or a consumer (--to-cuda)")
+    if opts.device == SYNTHETIC:
+        return _build_synthetic(opts, consumers, on_status, status_interval)
     owned = []
     try:
         cap = CaptureDevice.open(opts.device) if opts.device else CaptureDevice.first()
@@ -134,3 +159,23 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
                 pass
         raise
     return p
+
+
+def _build_synthetic(opts: CaptureOptions, consumers, on_status, status_interval: float):
+    """The Pipeline from the synthetic source (SyntheticCamera's defaults for
+    what the options leave open) to `consumers`."""
+    from sits.pipeline.pipeline import Pipeline
+    from sits.pipeline.stats import Summary
+    from sits.pipeline.synthetic import SyntheticCamera
+    check(opts)
+    given = dict(code=opts.format, size=opts.size, fps=opts.fps)
+    cam = SyntheticCamera(buffers=opts.buffers, **{k: v for k, v in given.items() if v is not None})
+    try:
+        fmt = cam.format
+        summary = Summary(memory=cam.memory, format=fmt.fourcc, size=f"{fmt.width}x{fmt.height}", device=cam.path)
+        return Pipeline(cam, consumers=consumers, on_status=on_status, status_interval=status_interval,
+                        stall_timeout=opts.stall_timeout, c_loop=opts.c_loop, closers=[cam],
+                        frames=opts.frames, duration=opts.duration, summary=summary)
+    except BaseException:
+        cam.close()
+        raise

@@ -10,6 +10,11 @@
             features = model(x)
     print(chain.summary.as_dict())
 
+`device="synthetic"` streams from a source without a camera (memfd
+buffers filled on a timer, `format`/`size`/`fps` as for a camera; see
+sits/pipeline/capture.py): the same chain where there is no V4L2, as on a
+GPU server.
+
 Leaving the `with` block stops the capture, restores the display and
 closes every fd, also after an error or Ctrl-C. `on_frame=` adds user code
 as a consumer (called on the loop's thread for every frame; the frame must
@@ -41,6 +46,11 @@ class Chain:
     @property
     def summary(self):
         return self.pipeline.summary
+
+    @property
+    def cuda(self):
+        """The CUDA consumer (sits.pipeline.cuda.CudaConsumer), or None."""
+        return self._cuda
 
     def stop(self) -> None:
         """End the run (the iterators then finish); safe from a signal handler."""
@@ -77,7 +87,8 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
                memory: str = "mmap", buffers: int = 4, frames: int | None = None, duration: float | None = None,
                max_batch: int = 1, latency_budget_s: float | None = None, matrix: str = "bt601",
                verify: bool = False, snapshot: str | None = None) -> Chain:
-    """A chain from V4L2 `device` (default: the first camera) to the display
+    """A chain from V4L2 `device` (default: the first camera; "synthetic":
+    no camera, frames on a timer) to the display
     (`display=True`), to CUDA (`cuda=OutputSpec(...)`: batches from
     `Chain.batches()` or `on_batch(batch)`), and/or to `on_frame(frame)`.
     Nothing streams until the `with` block is entered."""

@@ -30,15 +30,21 @@ is written again when that buffer's next frame is converted, at least
 len(buffers) frames later.
 
 A frame's lease is released only once its batch's CUDA event has completed,
-on the loop's thread: a C host function after each batch writes an eventfd
+on the loop's thread: a C host function after each batch writes a pipe
 that the pipeline's loop watches (sits.cuda.sink.CompletionQueue).
 
 Where the source is driven by the C frame queue (V4L2, the synthetic
 camera), frames one at a time and no Python wants each batch (no
 `on_batch`), the steady state leaves Python altogether: each buffer's graph
-is handed to the queue (sits.cuda.rawgraph), which launches it when the
-buffer's frame is dequeued and queues the buffer again when its completion
-record comes (frame_queue.c). `in_queue` says so; the report is the same.
+is handed to the queue (sits.cuda.rawgraph), which launches it between two
+timed events when the buffer's frame is dequeued, and queues the buffer
+again once the second event has completed, asked at the next frame's
+wake-up (frame_queue.c): one wake-up a frame, no CUDA thread at work. A
+buffer is so held one frame period longer than its conversion takes (at
+batch 1 a ring of 4 leaves 2 for the driver). Its latency is the GPU's
+clock (event timing) placed on CLOCK_MONOTONIC by the launch clock, a lower
+bound short by at most a submission delay (frame_queue.c, cuda_done_ns).
+`in_queue` says so; the report is the same.
 """
 from __future__ import annotations
 
@@ -166,7 +172,7 @@ class CudaConsumer(Consumer):
         self._queue_stopped = False
         self._queue = None
         self._raw_graphs: list = []
-        self._done_pipe = None
+        self._queue_events: list = []   # the queue's launch slots' (start, done) CUDA events
 
     # ------------------------------------------------------------ set-up
     def start(self, ctx) -> None:
@@ -186,7 +192,6 @@ class CudaConsumer(Consumer):
             self._old_ctx_flags = set_schedule(self.schedule)
         from sits.cuda.convert import FrameBatch, FrameConverter
         from sits.cuda.hostmem import HostRegistry
-        from sits.cuda.sink import CompletionQueue
 
         # A batch must leave a buffer for the driver to fill.
         cap = max(1, min(self.max_batch, len(buffers) - 1))
@@ -203,31 +208,30 @@ class CudaConsumer(Consumer):
             if oom:
                 raise oom from None
             raise
+        from sits.cuda.sink import CompletionQueue
         if cap > 1:
             from sits.cuda.batcher import DynamicBatcher
             self.batcher = DynamicBatcher(self.latency_budget_s, max_batch=cap, margin_s=BATCH_MARGIN_S)
             self._warm_up(cap)
-        self.completions = CompletionQueue()
-        # Every graph launched once and the wake-up path used once, before
-        # the first frame: first launches cost more than the rest.
+        # Every graph launched once before the first frame: first launches
+        # cost more than the rest.
         for slot in self._slots:
             if slot.graph is not None:
                 slot.graph.launch(self._stream)
-        warm = cp.cuda.Event(disable_timing=True)
-        warm.record(self._stream)
-        self.completions.watch(self._stream, warm, lambda _done_ns: None)
-        self.completions.drain()
         cp.cuda.runtime.deviceSynchronize()
-        ctx.watch(self.completions.fileno(), self._on_completions)
         q = getattr(ctx, "frame_queue", None)
         if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
             self._hand_to_queue(q, buffers)
+            return
+        self.completions = CompletionQueue()
+        warm = cp.cuda.Event(disable_timing=True)  # the wake-up path used once, too
+        warm.record(self._stream)
+        self.completions.watch(self._stream, warm, lambda _done_ns: None)
+        self.completions.drain()
+        ctx.watch(self.completions.fileno(), self._on_completions)
 
     def _hand_to_queue(self, q, buffers) -> None:
         """Each buffer's conversion as a driver graph, launched by the frame queue's C."""
-        import os
-
-        from sits._kernel import ffi, lib
         from sits.cuda.rawgraph import RawGraph, entry_points
         cp, stream = self._cp, self._stream
         nbytes = self.plan.src.frame_bytes
@@ -244,7 +248,7 @@ class CudaConsumer(Consumer):
             raw = RawGraph(stream.ptr, enqueue)
             self._raw_graphs.append(raw)
             graphs[buf.index] = raw.exec
-        # the GPU time of one frame's conversion, for the report (the queue times nothing)
+        # the GPU time of one frame's conversion, for the report
         start, end = cp.cuda.Event(), cp.cuda.Event()
         start.record(stream)
         for _ in range(GPU_TIMING_EVERY):
@@ -252,11 +256,10 @@ class CudaConsumer(Consumer):
         end.record(stream)
         end.synchronize()
         self._gpu_ms.append(cp.cuda.get_elapsed_time(start, end) / GPU_TIMING_EVERY)
-        r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._done_pipe = (r, w)
-        launch, host_func_launch = entry_points()
-        host_fn = int(ffi.cast("uintptr_t", ffi.addressof(lib, "sits_completion_host_fn")))
-        q.attach_cuda(graphs, stream.ptr, launch, host_func_launch, host_fn, r, w)
+        from sits._kernel import lib
+        self._queue_events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(lib.SITS_Q_CU_SLOTS)]
+        q.attach_cuda(graphs, stream.ptr, entry_points(), [a.ptr for a, _ in self._queue_events],
+                      [b.ptr for _, b in self._queue_events])
         self._queue, self.in_queue = q, True
 
     def _make_plan(self, ctx, fmt):
@@ -389,8 +392,20 @@ class CudaConsumer(Consumer):
 
     def busy(self) -> bool:
         if self.in_queue:
-            return bool(self._queue.cuda_in_flight())
+            q = self._queue
+            if q.cuda_in_flight() and not self._ctx.source.streaming:
+                # No frame will come to ask for these: the last conversions
+                # (a few frames' GPU work) are waited for here.
+                self._stream.synchronize()
+                self._queue_done()
+            return bool(q.cuda_in_flight())
         return bool(self.completions) or bool(self.batcher)
+
+    def _queue_done(self) -> None:
+        """The queue's completed conversions release their buffers."""
+        from sits._kernel import lib
+        if self._queue.cuda_done() == lib.SITS_Q_ERROR:
+            raise self._queue.error().error
 
     def _flush(self) -> None:
         items = self.batcher.take()
@@ -517,25 +532,30 @@ class CudaConsumer(Consumer):
 
     def _stop_queue(self) -> None:
         """The frame queue converts no more: what is in flight completes
-        (the stream is waited for: the buffers are read by it), its records
-        release the buffers, the graphs and the pipe go."""
-        import os
+        (the stream is waited for: the buffers are read by it), the buffers
+        go back, the graphs and events go."""
         q = self._queue
         self._stream.synchronize()
-        q.cuda_done()   # the records of what was in flight: those buffers go back
-        self.frames = q.L.cuda_frames
-        self.batches = self.frames
+        try:
+            self._queue_done()
+        finally:
+            self._read_queue()
+            q.detach_cuda()
+            for raw in self._raw_graphs:
+                raw.close()
+            self._raw_graphs = []
+            self._queue_events = []
+            self.in_queue = False
+            self._queue_stopped = True
+
+    def _read_queue(self) -> None:
+        """The queue's counts and samples, as this consumer's."""
+        q = self._queue
+        self.frames = self.batches = q.L.cuda_frames
+        self.latencies_ms.clear()
         self.latencies_ms.extend(q.cuda_latencies)
-        q.detach_cuda()
-        self._ctx.unwatch(self._done_pipe[0])
-        for raw in self._raw_graphs:
-            raw.close()
-        self._raw_graphs = []
-        for fd in self._done_pipe:
-            os.close(fd)
-        self._done_pipe = None
-        self.in_queue = False
-        self._queue_stopped = True
+        self.release_ms.clear()
+        self.release_ms.extend(q.cuda_release_ms)
 
     def _wait_in_flight(self, timeout_s: float) -> bool:
         """Dispatch completions until none is pending or the time is up; the
@@ -570,9 +590,7 @@ class CudaConsumer(Consumer):
 
     def report(self) -> tuple[str, dict]:
         if self.in_queue:   # still running: the queue's counts
-            self.frames = self.batches = self._queue.L.cuda_frames
-            self.latencies_ms.clear()
-            self.latencies_ms.extend(self._queue.cuda_latencies)
+            self._read_queue()
         gpu = sum(self._gpu_ms) / len(self._gpu_ms) if self._gpu_ms else None
         return self.name, {
             "frames": self.frames,
@@ -586,7 +604,8 @@ class CudaConsumer(Consumer):
             "dropped_at_stop": self.dropped,
             "abandoned": self.abandoned,
             "registrations": self.registry.registrations if self.registry is not None else 0,
-            "wake": "c" if self.completions is not None and self.completions.native else "python",
+            "wake": ("next frame (cuEventQuery)" if self.in_queue or self._queue_stopped
+                     else "c" if self.completions is not None and self.completions.native else "python"),
             "converted_in": "frame queue (C)" if self.in_queue or self._queue_stopped else "python",
             "schedule": self.schedule or "cuda's",
         }

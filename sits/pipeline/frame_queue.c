@@ -221,50 +221,106 @@ static int timer_tick(struct sits_queue *L, struct sits_q_frame *f)
 }
 
 typedef int (*cu_graph_launch_fn)(uint64_t exec, uint64_t stream);
-typedef int (*cu_launch_host_func_fn)(uint64_t stream, uint64_t fn, void *arg);
+typedef int (*cu_event_record_fn)(uint64_t event, uint64_t stream);
+typedef int (*cu_event_query_fn)(uint64_t event);
+typedef int (*cu_event_elapsed_fn)(float *ms, uint64_t start, uint64_t end);
 
-/* The frame's conversion: its buffer's graph, then the completion record. */
+/* How far the GPU's clock may run ahead of CLOCK_MONOTONIC, in parts per
+ * million, and more than a float's rounding of an event time. */
+#define CU_DRIFT_PPM 100
+
+static int cuda_fail(struct sits_queue *L, int rc, int index)
+{
+	errno = rc;     /* a CUresult, not an errno: Python names it */
+	return fail(L, SITS_OP_CUDA, index);
+}
+
+/* The frame's conversion: its buffer's graph between the launch slot's two
+ * timed events, the clock read before the first is recorded. */
 static int cuda_submit(struct sits_queue *L, struct sits_q_frame *f)
 {
-	int rc = ((cu_graph_launch_fn)(uintptr_t)L->cu_graph_launch)(L->cu_graph[f->index], L->cu_stream);
-	if (rc == 0) {
-		uintptr_t arg = ((uintptr_t)(uint32_t)f->index << 32) | (uint32_t)L->cu_done_w;
-		rc = ((cu_launch_host_func_fn)(uintptr_t)L->cu_launch_host_func)(L->cu_stream, L->cu_host_fn,
-										   (void *)arg);
-	}
-	if (rc != 0) {
-		errno = rc;     /* a CUresult, not an errno: Python names it */
-		return fail(L, SITS_OP_CUDA, f->index);
-	}
+	int slot = (int)(L->cu_launched % SITS_Q_CU_SLOTS);
+	cu_event_record_fn record = (cu_event_record_fn)(uintptr_t)L->cu_event_record;
+	int64_t launch_ns = now_ns();
+	int rc = record(L->cu_start[slot], L->cu_stream);
+	if (rc == 0)
+		rc = ((cu_graph_launch_fn)(uintptr_t)L->cu_graph_launch)(L->cu_graph[f->index], L->cu_stream);
+	if (rc == 0)
+		rc = record(L->cu_done[slot], L->cu_stream);
+	if (rc != 0)
+		return cuda_fail(L, rc, f->index);
+	L->cu_slot_index[slot] = f->index;
+	L->cu_slot_launch_ns[slot] = launch_ns;
+	L->cu_slot_from_ns[slot] = f->timestamp_ns > 0 && f->timestamp_ns <= f->dequeued_ns
+				   ? f->timestamp_ns : f->dequeued_ns;
+	L->cu_launched++;
 	L->cuda_hold[f->index] = 1;
-	L->cu_timestamp_ns[f->index] = f->timestamp_ns > 0 && f->timestamp_ns <= f->dequeued_ns
-				       ? f->timestamp_ns : f->dequeued_ns;
-	L->cuda_launched++;
 	return 0;
 }
 
-/* Completion records {index, done_ns}: each releases its buffer. */
+/* When a completed launch's work was done, on CLOCK_MONOTONIC. The GPU's
+ * clock says how long after the slot's start event the work ended. When
+ * that start event ran is bounded from below twice: by the launch's clock
+ * (read before the event was recorded), and by the bound of the launch
+ * before it plus the GPU time between the two start events (a start that
+ * waited behind earlier work ran late, and this carries it); the larger is
+ * kept, less CU_DRIFT_PPM of the gap. So each done time is a lower bound,
+ * short by at most the smallest delay seen between a launch's clock and
+ * its start event on the GPU (an idle stream's submission: microseconds;
+ * tools/bench/cuda_wake_variants.py checks it against cuEventSynchronize). */
+static int cuda_done_ns(struct sits_queue *L, int slot, int64_t *done_ns)
+{
+	cu_event_elapsed_fn elapsed = (cu_event_elapsed_fn)(uintptr_t)L->cu_event_elapsed;
+	float run_ms, gap_ms;
+	int rc = elapsed(&run_ms, L->cu_start[slot], L->cu_done[slot]);
+	if (rc != 0)
+		return rc;
+	int64_t start = L->cu_slot_launch_ns[slot];
+	if (L->cu_completed > 0) {  /* the slot before is this attachment's */
+		int prev = (slot + SITS_Q_CU_SLOTS - 1) % SITS_Q_CU_SLOTS;
+		rc = elapsed(&gap_ms, L->cu_start[prev], L->cu_start[slot]);
+		if (rc != 0)
+			return rc;
+		int64_t chained = L->cu_start_bound_ns + (int64_t)(gap_ms * (1e6 - CU_DRIFT_PPM));
+		if (chained > start)
+			start = chained;
+	}
+	L->cu_start_bound_ns = start;
+	*done_ns = start + (int64_t)(run_ms * 1e6);
+	return 0;
+}
+
+/* Launches whose done event has completed, oldest first (one stream: they
+ * complete in order): each releases its buffer. */
 int sits_queue_cuda_done(struct sits_queue *L)
 {
-	struct sits_completion rec[64];
-	for (;;) {
-		ssize_t n = read(L->cu_done_r, rec, sizeof rec);
-		if (n < 0)
-			return errno == EAGAIN ? 0 : fail(L, SITS_OP_READ, -1);
-		for (ssize_t i = 0; i < n / (ssize_t)sizeof rec[0]; i++) {
-			int32_t index = (int32_t)rec[i].id;
-			L->cuda_hold[index] = 0;
-			L->cuda_frames++;
-			if (L->cuda_latency_n < L->samples_cap)
-				L->cuda_latency_ms[L->cuda_latency_n++] =
-					(float)(((int64_t)rec[i].done_ns - L->cu_timestamp_ns[index]) / 1e6);
-			int r = give_back(L, index);
-			if (r)
-				return r;
-		}
-		if (n < (ssize_t)sizeof rec)
+	cu_event_query_fn query = (cu_event_query_fn)(uintptr_t)L->cu_event_query;
+	int64_t seen_ns = 0;
+	while (L->cu_completed < L->cu_launched) {
+		int slot = (int)(L->cu_completed % SITS_Q_CU_SLOTS);
+		int32_t index = L->cu_slot_index[slot];
+		int64_t done_ns;
+		int rc = query(L->cu_done[slot]);
+		if (rc == SITS_CU_NOT_READY)
 			return 0;
+		if (rc == 0)
+			rc = cuda_done_ns(L, slot, &done_ns);
+		if (rc != 0)
+			return cuda_fail(L, rc, index);
+		L->cu_completed++;
+		L->cuda_hold[index] = 0;
+		L->cuda_frames++;
+		if (!seen_ns)
+			seen_ns = now_ns();
+		if (L->cuda_latency_n < L->samples_cap) {
+			L->cuda_latency_ms[L->cuda_latency_n] = (float)((done_ns - L->cu_slot_from_ns[slot]) / 1e6);
+			L->cuda_release_ms[L->cuda_latency_n++] = (float)((seen_ns - done_ns) / 1e6);
+		}
+		int r = give_back(L, index);
+		if (r)
+			return r;
 	}
+	return 0;
 }
 
 /* One DQBUF; buffers the driver marks with V4L2_BUF_FLAG_ERROR are counted
@@ -273,6 +329,11 @@ int sits_queue_capture(struct sits_queue *L)
 {
 	struct v4l2_buffer b;
 	struct sits_q_frame f;
+	if (L->cuda) {  /* conversions done since the last frame give their buffers back first */
+		int r = sits_queue_cuda_done(L);
+		if (r)
+			return r;
+	}
 	if (L->timer) {
 		int got = timer_tick(L, &f);
 		if (got <= 0)
@@ -445,7 +506,8 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 		if (L->frames_limit && L->captured >= L->frames_limit)
 			return SITS_Q_FRAMES;
 		/* each pass adds at most one sample of each kind */
-		if (L->latency_n >= L->samples_cap - 2 || L->submit_n >= L->samples_cap - 2)
+		if (L->latency_n >= L->samples_cap - 2 || L->submit_n >= L->samples_cap - 2
+		    || L->cuda_latency_n >= L->samples_cap - (int32_t)L->nbufs)
 			return SITS_Q_FULL;
 		int64_t left = end - now_ns();
 		if (left <= 0)
@@ -458,8 +520,6 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 			int fd = ev[i].data.fd, r = 0;
 			if (fd == L->vfd && L->vfd >= 0 && (ev[i].events & EPOLLIN))
 				r = settle(L, sits_queue_capture(L));
-			else if (fd == L->cu_done_r && L->cuda)
-				r = settle(L, sits_queue_cuda_done(L));
 			else if (fd == L->dfd && L->display)
 				r = settle(L, sits_queue_flip_events(L));
 			else

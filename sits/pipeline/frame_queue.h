@@ -34,6 +34,11 @@ enum {
 	SITS_Q_DELIVER = 7,     /* a frame for Python's consumers is in `delivered` */
 };
 
+enum {
+	SITS_Q_CU_SLOTS = 64,           /* launch slots: more than the buffers a run can have in flight, and one */
+	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuEventQuery's "not yet" */
+};
+
 enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
        SITS_OP_CUDA = 6 };
 
@@ -83,19 +88,28 @@ struct sits_queue {
 	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
 	uint64_t queue_clock;
 	/* the CUDA consumer's steady state (sits/pipeline/cuda.py): each frame's
-	 * buffer's conversion graph is launched here, followed by a host function
-	 * that writes {index, done_ns} to the cu_done pipe; reading that record
-	 * releases the buffer. Function pointers: cuGraphLaunch, cuLaunchHostFunc
-	 * (the driver's, resolved by Python), the host function. */
+	 * buffer's conversion graph is launched here between two timed events (a
+	 * launch slot's cu_start and cu_done), and the buffer is released once
+	 * cu_done has completed, asked (cuEventQuery) at the next frame's wake-up:
+	 * no host function, no CUDA thread, no wake-up of its own. When the work
+	 * was done is the GPU's clock (event timing) placed on CLOCK_MONOTONIC by
+	 * the launch clock (cuda_done_ns in frame_queue.c). Function pointers: the
+	 * driver's cuGraphLaunch, cuEventRecord, cuEventQuery,
+	 * cuEventElapsedTime, resolved by Python. */
 	int32_t cuda;
 	uint64_t cu_graph[SITS_Q_MAX_BUFS];     /* CUgraphExec of each buffer's conversion */
 	uint64_t cu_stream;                     /* CUstream */
-	uint64_t cu_graph_launch, cu_launch_host_func, cu_host_fn;
-	int32_t cu_done_r, cu_done_w;
+	uint64_t cu_graph_launch, cu_event_record, cu_event_query, cu_event_elapsed;
+	uint64_t cu_start[SITS_Q_CU_SLOTS], cu_done[SITS_Q_CU_SLOTS];   /* CUevent (timed), a pair a launch slot */
+	int32_t cu_slot_index[SITS_Q_CU_SLOTS];         /* the buffer a slot's launch converts */
+	int64_t cu_slot_launch_ns[SITS_Q_CU_SLOTS];     /* CLOCK_MONOTONIC before its cu_start was recorded */
+	int64_t cu_slot_from_ns[SITS_Q_CU_SLOTS];       /* the frame's timestamp: latency counts from there */
+	int64_t cu_launched, cu_completed;      /* launches made / seen done: slot = n % SITS_Q_CU_SLOTS */
+	int64_t cu_start_bound_ns;              /* no later than the last completed launch's cu_start ran */
 	uint8_t cuda_hold[SITS_Q_MAX_BUFS];     /* a conversion in flight reads it */
-	int64_t cu_timestamp_ns[SITS_Q_MAX_BUFS];   /* the frame in it, latency counts from there */
-	int64_t cuda_frames, cuda_launched;
+	int64_t cuda_frames;
 	float *cuda_latency_ms;                 /* V4L2 timestamp -> done on the GPU; Python drains it */
+	float *cuda_release_ms;                 /* done on the GPU -> the buffer released */
 	int32_t cuda_latency_n;
 	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
 	int32_t samples_cap, latency_n, submit_n;

@@ -17,7 +17,7 @@ from sits.v4l2.capture import Frame
 SAMPLES = 2048   # latency samples between two drains (a drain is every call)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
-       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuLaunchHostFunc"}
+       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuEventRecord/cuEventQuery"}
 NONE, OWN, COPY = lib.SITS_Q_NONE, lib.SITS_Q_OWN, lib.SITS_Q_COPY
 
 
@@ -35,8 +35,9 @@ class FrameQueue:
         self._latency = ffi.new("float[]", SAMPLES)
         self._submit = ffi.new("float[]", SAMPLES)
         self._cuda_latency = ffi.new("float[]", SAMPLES)
+        self._cuda_release = ffi.new("float[]", SAMPLES)
         L.latency_ms, L.submit_ms, L.samples_cap = self._latency, self._submit, SAMPLES
-        L.cuda_latency_ms = self._cuda_latency
+        L.cuda_latency_ms, L.cuda_release_ms = self._cuda_latency, self._cuda_release
         L.epfd, L.vfd, L.dfd = epoll_fd, -1, -1
         for slot in (L.next, L.pending, L.on_screen, L.retire, L.delivered):
             slot.index, slot.fence = NONE, -1
@@ -46,6 +47,7 @@ class FrameQueue:
         self.latencies: list[float] = []
         self.submit_ms: list[float] = []
         self.cuda_latencies: list[float] = []   # capture -> done on the GPU, frames converted in C
+        self.cuda_release_ms: list[float] = []  # done on the GPU -> the buffer released
         self.c_commits = 0     # commits made inside run(): the C loop's share
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
 
@@ -158,16 +160,22 @@ class FrameQueue:
         lib.sits_queue_committed(self.L, kind, fd, started_ns)
         self._drain(0)
 
-    def attach_cuda(self, graphs: dict, stream: int, launch: int, host_func_launch: int, host_fn: int,
-                    done_r: int, done_w: int) -> None:
+    def attach_cuda(self, graphs: dict, stream: int, entry_points, starts, dones) -> None:
         """Convert every frame in C from now on: `graphs` maps a buffer index
-        to its conversion's CUgraphExec, launched on `stream`, each followed
-        by `host_fn`'s completion record on the done pipe."""
+        to its conversion's CUgraphExec, launched on `stream` between a
+        launch slot's two timed CUevents (`starts`, `dones`: SITS_Q_CU_SLOTS
+        each); `entry_points`: the driver's cuGraphLaunch, cuEventRecord,
+        cuEventQuery and cuEventElapsedTime as addresses."""
         L = self.L
+        if len(starts) != lib.SITS_Q_CU_SLOTS or len(dones) != lib.SITS_Q_CU_SLOTS:
+            raise ValueError(f"attach_cuda needs {lib.SITS_Q_CU_SLOTS} event pairs")
         for index, exec_ in graphs.items():
             L.cu_graph[index] = exec_
-        L.cu_stream, L.cu_graph_launch, L.cu_launch_host_func, L.cu_host_fn = stream, launch, host_func_launch, host_fn
-        L.cu_done_r, L.cu_done_w = done_r, done_w
+        for i, (start, done) in enumerate(zip(starts, dones)):
+            L.cu_start[i], L.cu_done[i] = start, done
+        L.cu_stream = stream
+        L.cu_graph_launch, L.cu_event_record, L.cu_event_query, L.cu_event_elapsed = entry_points
+        L.cu_launched = L.cu_completed = L.cu_start_bound_ns = 0
         L.cuda = 1
 
     def detach_cuda(self) -> None:
@@ -177,7 +185,7 @@ class FrameQueue:
         return self._drain(lib.sits_queue_cuda_done(self.L))
 
     def cuda_in_flight(self) -> int:
-        return sum(self.L.cuda_hold[i] for i in range(self.L.nbufs))
+        return self.L.cu_launched - self.L.cu_completed
 
     def retired(self) -> int:
         return self._drain(lib.sits_queue_retired(self.L))
@@ -195,6 +203,7 @@ class FrameQueue:
             L.submit_n = 0
         if L.cuda_latency_n:
             self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))
+            self.cuda_release_ms.extend(ffi.unpack(self._cuda_release, L.cuda_latency_n))
             L.cuda_latency_n = 0
         return code
 

@@ -180,8 +180,6 @@ class Pipeline:
         if self.queue is not None:
             L = self.queue.L
             L.deliver = int(bool(self._python_ports))
-            if L.cuda:   # a consumer converts in C: its completions are the queue's
-                self.watch(L.cu_done_r, lambda: self._step(self.queue.cuda_done))
             if v4l2:
                 self._monitor()
         self.start_source(src)
@@ -360,8 +358,6 @@ class Pipeline:
             L = self.queue.L
             if L.pending.index != lib.SITS_Q_NONE or L.retire.index != lib.SITS_Q_NONE:
                 return True
-        if self.queue is not None and self.queue.L.cuda and self.queue.cuda_in_flight():
-            return True
         return bool(self._fences) or any(p.consumer.busy() for p in self.ports)
 
     def _guard(self, port, fn, *args):

@@ -72,6 +72,23 @@ class Recorder:
 
 
 SPEC = OutputSpec(96, 64, dtype="float32", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+GATE_CYCLES = 100_000_000   # GPU clock cycles: at least 50 ms at the H200's highest clock (1980 MHz)
+
+
+def gate(cp, stream):
+    """Hold `stream`'s later work behind GATE_CYCLES of one spinning thread
+    on a stream of its own; the event that ends it."""
+    spin = cp.RawKernel(r"""
+    extern "C" __global__ void spin(long long cycles) {
+        long long t0 = clock64();
+        while (clock64() - t0 < cycles) {}
+    }""", "spin")
+    with cp.cuda.Stream(non_blocking=True) as gate_stream:
+        spin((1,), (1,), (cp.int64(GATE_CYCLES),))
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(gate_stream)
+    stream.wait_event(done)
+    return done
 
 
 @pytest.mark.parametrize("ingest", ["copy", "direct"])
@@ -220,21 +237,11 @@ def test_stop_with_a_batch_in_flight_releases_everything(cp, how):
     consumer = CudaConsumer(OutputSpec(224, 224, dtype="float16"))
     pipeline = make_pipeline(cam, [consumer])
     in_flight = []
-    spin = cp.RawKernel(r"""
-    extern "C" __global__ void spin(long long cycles) {
-        long long t0 = clock64();
-        while (clock64() - t0 < cycles) {}
-    }""", "spin")
-    gate_stream = cp.cuda.Stream(non_blocking=True)
 
     def on_batch(batch):
         if len(in_flight) == 9:
             # the next batch waits behind ~50 ms of GPU work: surely in flight at the stop
-            with gate_stream:
-                spin((1,), (1,), (cp.int64(100_000_000),))
-            gate = cp.cuda.Event(disable_timing=True)
-            gate.record(gate_stream)
-            batch.stream.wait_event(gate)
+            gate(cp, batch.stream)
         if len(in_flight) == 10:
             in_flight.append(batch.event.done)
             if how == "SIGTERM":
@@ -315,3 +322,92 @@ def test_the_example_runs(cp):
                              filter(None, [ROOT, os.environ.get("PYTHONPATH")]))})
     assert out.returncode == 0, out.stderr
     assert "frames/s" in out.stdout and "capture->features" in out.stdout
+
+
+def test_in_c_a_buffer_waits_for_its_conversion_and_the_latency_sees_a_stalled_gpu(cp):
+    """The queue's C: the GPU held back by a gate (GATE_CYCLES); meanwhile every
+    buffer stays with its unfinished conversion and none goes back to the
+    "driver" (its ticks are lost, as a camera's), and the frames behind the
+    gate are reported done after it, though their own start events ran late."""
+    cam = SyntheticCamera("YUYV", (640, 360), fps=240, buffers=4)
+    consumer = CudaConsumer(SPEC)
+    gated, seen = [], []   # while gated: (conversions in flight, buffers queued)
+
+    def status(s):
+        q = pipeline.queue
+        if s.frames_captured >= 12 and not gated:
+            gated.append(gate(cp, consumer.converter.stream))
+        elif gated and not gated[0].done:
+            seen.append((q.cuda_in_flight(), sum(q.L.queued[i] for i in range(len(cam.buffers)))))
+    pipeline = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.005)
+    try:
+        summary = pipeline.run(frames=60)
+        rep = section(summary, "cuda")
+        assert rep["converted_in"] == "frame queue (C)"
+        assert max(n for n, _ in seen) == len(cam.buffers)   # never more in flight than buffers held
+        assert (len(cam.buffers), 0) in seen                  # all held, none queued meanwhile
+        assert summary.drops["sequence_gap"] > 0
+        assert rep["frames"] == summary.frames_captured
+        assert max(consumer.latencies_ms) >= 25.0
+    finally:
+        cam.close()
+
+
+def test_open_chain_batches_from_the_synthetic_source(cp):
+    """open_chain(device="synthetic"): the iterator's batches equal the oracle
+    of the buffer each frame landed in, carry the ticks' sequence numbers and
+    timestamps, and a buffer goes back only after its batch's CUDA event."""
+    from sits.pipeline.chain import open_chain
+    buffer_of, outputs, events, early = {}, [], {}, []   # events: sequence -> its batch's CUDA event
+    chain = open_chain("synthetic", format="NV12", size=(640, 360), fps=240, buffers=4, cuda=SPEC, frames=30,
+                       on_frame=lambda f: buffer_of.__setitem__(f.sequence, f.buffer.index))
+    cam = chain.pipeline.source
+    collect = chain.cuda.on_batch
+
+    def on_batch(batch):
+        events.update((s, batch.event) for s in batch.sequences)
+        collect(batch)
+    chain.cuda.on_batch = on_batch
+    requeue = cam.requeue
+
+    def checking_requeue(buf):
+        # the CUDA lease goes last (the on_frame consumer's went at once):
+        # the newest frame this buffer held must have its conversion done
+        held = [s for s, i in buffer_of.items() if i == buf.index]
+        if cam.streaming and held and (max(held) not in events or not events[max(held)].done):
+            early.append(buf.index)
+        requeue(buf)
+    cam.requeue = checking_requeue
+    with chain:
+        for batch in chain.batches():
+            batch.synchronize()
+            outputs.append((list(batch.sequences), list(batch.timestamps_ns), cp.asnumpy(batch.tensor)))
+        plan = chain.cuda.plan
+        refs = {b.index: R.convert_batch([b.memfd.array.copy()], plan)[0] for b in cam.buffers}
+    rep = chain.summary.as_dict()["cuda"]
+    assert rep["frames"] == len(outputs) >= 30 and rep["converted_in"] == "python"
+    assert early == []
+    first = outputs[0][1][0] - outputs[0][0][0] * cam.period_ns
+    for seqs, stamps, out in outputs:
+        assert stamps == [first + s * cam.period_ns for s in seqs]
+        want = np.stack([refs[buffer_of[s]] for s in seqs])
+        assert R.max_error(out, want, "float32") <= 1.0
+    assert sorted({buffer_of[s] for seqs, _, _ in outputs for s in seqs}) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("batching", [[], ["--cuda-batch", "4", "--latency-budget-ms", "20"]])
+def test_sits_capture_to_cuda_from_the_synthetic_source(cp, capsys, batching):
+    import json
+
+    from sits.cli.app import main
+    argv = ["capture", "--device", "synthetic", "--format", "NV12", "--size", "640x360", "--fps", "240",
+            "--frames", "48", "--to-cuda", "96x64", "--json", *batching]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    cuda = data["cuda"]
+    assert data["device"] == "synthetic:NV12-640x360@240" and data["memory"] == "memfd"
+    assert cuda["import_path"] == "host-registered" and cuda["zero_copy"] is True
+    assert cuda["frames"] == data["frames_captured"] == 48
+    assert cuda["converted_in"] == ("python" if batching else "frame queue (C)")
+    assert (cuda["batches"] < cuda["frames"]) if batching else (cuda["batches"] == cuda["frames"])
+    assert 0 < cuda["latency_ms"]["p50"] <= cuda["latency_ms"]["p99"]

@@ -16,7 +16,8 @@ the CPU nothing) and go through the pipeline's loop to a tensor-ready
 * sits, dynamic batching: the DynamicBatcher under a latency budget of four
   frame periods (max 8 frames a batch);
 * loop-only: the same loop and source, a consumer that releases each lease
-  at once (no GPU): the CPU floor under the other paths;
+  at once (no GPU): the CPU floor under the Python paths; loop-c: the frame
+  queue's C alone ticking (no consumer, no GPU): the floor under the C path;
 * PyTorch, as a user writes it today, in the same run and through the same
   loop: the frame as a numpy array -> torch.from_numpy(...).cuda() ->
   colour conversion, antialiased resize, normalisation in PyTorch ops ->
@@ -157,6 +158,17 @@ class SteadyCpu:
         return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.1}
 
 
+class QueueOnly(Consumer):
+    """No consumer at work: the frame queue's C takes each tick and queues
+    the buffer again (the floor of the C path's CPU)."""
+
+    name = "queue"
+    in_queue = True
+
+    def report(self):
+        return self.name, {"frames": 0, "latency_ms": percentiles([]), "converted_in": "frame queue (C)"}
+
+
 class LoopOnly(Consumer):
     """No GPU: the loop, the source, a lease taken and released (the floor
     under every other path's CPU)."""
@@ -182,6 +194,8 @@ def make_consumer(code: str, fps: float, kind: str):
         return TorchConsumer(code)
     if kind == "loop-only":
         return LoopOnly()
+    if kind == "loop-c":
+        return QueueOnly()
     if kind == "dynamic":
         return CudaConsumer(SPEC, max_batch=8, latency_budget_s=4 / fps)
     ingest, *extra = kind.split("-", 1)[1].split("+")
@@ -235,7 +249,7 @@ def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
         summary = p.run(duration=seconds)
         cpu_run, wall = time.process_time() - cpu0, time.monotonic() - t0
         rep = consumer.report()[1]
-        frames = rep["frames"]
+        frames = rep["frames"] or summary.frames_captured
         in_queue = rep.get("converted_in", "").startswith("frame queue")
         row = dict(format=code, fps=fps, path=kind, frames=frames, skipped=summary.drops["sequence_gap"],
                    seconds=round(wall, 2),
@@ -256,12 +270,16 @@ def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
         cam.close()
 
 
+def ms(value) -> str:
+    return f"{value:>8.3f}" if value is not None else f"{'-':>8}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.5)
     ap.add_argument("--formats", default="YUYV,NV12")
     ap.add_argument("--fps", default="60,240")
-    ap.add_argument("--paths", default="loop-only,sits-copy,sits-direct,sits-copy+python,dynamic,pytorch")
+    ap.add_argument("--paths", default="loop-c,loop-only,sits-copy,sits-direct,sits-copy+python,dynamic,pytorch")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
@@ -294,12 +312,12 @@ def main() -> int:
         t = torch_rows.get((r["format"], r["fps"]))
         lat = r["latency_ms"]
         p99x = cpux = ""
-        if t is not None and r["path"] not in ("pytorch", "loop-only") and lat["p99"]:
+        if t is not None and r["path"] not in ("pytorch", "loop-only", "loop-c") and lat["p99"]:
             p99x = f"{t['latency_ms']['p99'] / lat['p99']:.1f}"
             if r["cpu_us_per_frame"]:
                 cpux = f"{t['cpu_us_per_frame'] / r['cpu_us_per_frame']:.1f}"
         print(f"{r['format']:6} {r['fps']:>4.0f} {r['path']:16} {r['frames']:>6} {r.get('frames_per_batch', 1):>5} "
-              f"{lat['p50']:>8.3f} {lat['p99']:>8.3f} {r['cpu_us_per_frame'] or float('nan'):>9.1f} {p99x:>7} {cpux:>7}")
+              f"{ms(lat['p50'])} {ms(lat['p99'])} {r['cpu_us_per_frame'] or float('nan'):>9.1f} {p99x:>7} {cpux:>7}")
     print()
     for r in rows:
         if "error" in r or not r["path"].startswith("sits-"):
