@@ -47,6 +47,8 @@ OPTIONS = [
     Opt("--verify", "verify", fastargs.FLAG, False, "Compare shown pixels (writeback) with captured ones."),
     Opt("--verify-every", "verify_every", fastargs.INT, 10, "Verify every N-th displayed frame.", min=1),
     Opt("--snapshot", "snapshot", fastargs.STR, None, "Write what was on screen (writeback) as a PNG."),
+    Opt("--timeline", "timeline", fastargs.STR, None,
+        "Write one record per frame (its stages' times) to FILE: CSV for FILE.csv, else NDJSON."),
     Opt("--reconnect", "reconnect", fastargs.FLAG, False, "Wait for a vanished camera and resume."),
     Opt("--cuda-dtype", "cuda_dtype", fastargs.STR, "float16", "Tensor dtype: uint8 | float16 | bfloat16 | float32."),
     Opt("--cuda-layout", "cuda_layout", fastargs.STR, "NCHW", "Tensor layout: NCHW | NHWC."),
@@ -106,16 +108,16 @@ def _cuda_consumer(kw: dict, probe=None):
     return consumer
 
 
-def _check_snapshot_path(path: str) -> None:
+def _check_output_path(option: str, path: str) -> None:
     """Before anything streams: a run must not end with nowhere to write."""
     import os
-    if not path.lower().endswith(".png"):
-        raise UsageError("--snapshot writes a PNG: give a FILE.png")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise UsageError(f"--snapshot {path}: no such directory {folder}")
+        raise UsageError(f"{option} {path}: no such directory {folder}")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise UsageError(f"--snapshot {path}: not writable")
+        raise UsageError(f"{option} {path}: not writable")
 
 
 def run_capture(consumers=(), **kw) -> None:
@@ -130,13 +132,18 @@ def run_capture(consumers=(), **kw) -> None:
     if kw["fmt"] is not None and len(kw["fmt"]) != 4:
         raise UsageError(f"--format takes a fourcc such as XR24, not {kw['fmt']!r}")
     if kw["snapshot"]:
-        _check_snapshot_path(kw["snapshot"])
+        if not kw["snapshot"].lower().endswith(".png"):
+            raise UsageError("--snapshot writes a PNG: give a FILE.png")
+        _check_output_path("--snapshot", kw["snapshot"])
+    if kw["timeline"]:
+        _check_output_path("--timeline", kw["timeline"])
     if (kw["verify"] or kw["snapshot"]) and not kw["to_kms"]:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
     opts = CaptureOptions(device=kw["device"], card=kw["card"], connector=kw["connector"], format=kw["fmt"],
                           size=_size(kw["size"]), fps=kw["fps"], frames=kw["frames"], duration=kw["duration"],
                           memory=kw["memory"], buffers=kw["buffers"], display=kw["to_kms"], verify=kw["verify"],
-                          verify_every=kw["verify_every"], snapshot=kw["snapshot"], reconnect=kw["reconnect"],
+                          verify_every=kw["verify_every"], snapshot=kw["snapshot"], timeline=kw["timeline"],
+                          reconnect=kw["reconnect"],
                           c_loop=not kw["python_loop"])
     check(opts)
     consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])
@@ -200,6 +207,8 @@ def _print_summary(data: dict, kw: dict, stopped_by: str) -> None:
         con.print(f"  camera lost {data['disconnects']} time(s), back {data['reconnects']} time(s)")
     if data.get("snapshot"):
         con.print(f"  snapshot: {data['snapshot']}")
+    if data.get("timeline"):
+        con.print(f"  timeline: {data['timeline']['records']} frame records in {data['timeline']['file']}")
     if stopped_by == "signal":
         con.print("  stopped by signal")
 

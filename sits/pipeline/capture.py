@@ -41,6 +41,7 @@ class CaptureOptions:
     verify: bool = False
     verify_every: int = 10
     snapshot: str | None = None
+    timeline: str | None = None   # every frame's record to this file (sits/pipeline/timeline.py)
     reconnect: bool = False
     stall_timeout: float = 20.0   # no frame for this long while streaming: give up
     c_loop: bool = True           # the steady state in C (sits_queue_run); False: Python's epoll
@@ -150,7 +151,7 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
         p = Pipeline(cap, display=display, consumers=consumers, on_status=on_status,
                      status_interval=status_interval, stall_timeout=opts.stall_timeout, c_loop=opts.c_loop,
                      reconnect=reconnect, closers=[o for o in owned if o is not display],
-                     frames=opts.frames, duration=opts.duration, summary=summary)
+                     frames=opts.frames, duration=opts.duration, summary=summary, timeline=opts.timeline)
     except BaseException:
         for obj in reversed(owned):
             try:

@@ -86,12 +86,14 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
                format: str | None = None, size: tuple[int, int] | None = None, fps: int | None = None,
                memory: str = "mmap", buffers: int = 4, frames: int | None = None, duration: float | None = None,
                max_batch: int = 1, latency_budget_s: float | None = None, matrix: str = "bt601",
-               verify: bool = False, snapshot: str | None = None) -> Chain:
+               verify: bool = False, snapshot: str | None = None, timeline: str | None = None) -> Chain:
     """A chain from V4L2 `device` (default: the first camera; "synthetic":
     no camera, frames on a timer) to the display
     (`display=True`), to CUDA (`cuda=OutputSpec(...)`: batches from
     `Chain.batches()` or `on_batch(batch)`), and/or to `on_frame(frame)`.
-    Nothing streams until the `with` block is entered."""
+    `timeline=FILE` writes every frame's record there (sits/journey/record.py;
+    CSV for FILE.csv, else NDJSON). Nothing streams until the `with` block
+    is entered."""
     from sits.pipeline.capture import CaptureOptions, build
     from sits.pipeline.consumer import CallbackConsumer
     consumers, chain_ref = [], []
@@ -111,7 +113,7 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
         consumers.append(CallbackConsumer(on_frame))
     opts = CaptureOptions(device=device, card=card, connector=connector, format=format, size=size, fps=fps,
                           frames=frames, duration=duration, memory=memory, buffers=buffers, display=display,
-                          verify=verify, snapshot=snapshot)
+                          verify=verify, snapshot=snapshot, timeline=timeline)
     chain = Chain(build(opts, consumers=consumers), cuda_consumer)
     chain_ref.append(chain)
     return chain

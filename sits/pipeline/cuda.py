@@ -171,6 +171,7 @@ class CudaConsumer(Consumer):
         self.in_queue = False       # converting inside the frame queue's C (start() decides)
         self._queue_stopped = False
         self._queue = None
+        self._frame_queue = None    # the source's frame queue: its timeline takes the CUDA stages
         self._raw_graphs: list = []
         self._queue_events: list = []   # the queue's launch slots' (start, done) CUDA events
 
@@ -219,7 +220,7 @@ class CudaConsumer(Consumer):
             if slot.graph is not None:
                 slot.graph.launch(self._stream)
         cp.cuda.runtime.deviceSynchronize()
-        q = getattr(ctx, "frame_queue", None)
+        q = self._frame_queue = getattr(ctx, "frame_queue", None)
         if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
             self._hand_to_queue(q, buffers)
             return
@@ -415,6 +416,9 @@ class CudaConsumer(Consumer):
     def _submit(self, items) -> None:
         stream = self._stream
         submitted = time.monotonic()
+        if self._frame_queue is not None:
+            for frame, _ in items:
+                self._frame_queue.cuda_stage(frame.buffer.index)
         timed = self.batches % GPU_TIMING_EVERY == 0
         if len(items) == 1 and self.import_path != "staged":
             frame = items[0][0]
@@ -486,6 +490,8 @@ class CudaConsumer(Consumer):
         self._in_flight.remove(items)  # the first, but for the one stream's order
         for frame, lease in items:
             self.latencies_ms.append((done_ns - frame.timestamp_ns) / 1e6)
+            if self._frame_queue is not None:
+                self._frame_queue.cuda_stage(frame.buffer.index, done_ns)
             lease.release()
         self.release_ms.append((now_ns - done_ns) / 1e6)
         self.frames += len(items)

@@ -30,6 +30,107 @@ static int64_t now_ns(void)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* --timeline: a frame's record is open from its dequeue while its buffer
+ * is out (until QBUF) and while it is committed or on screen (until the
+ * flip that replaces it); then it moves to Python's array. */
+enum { HOLD_BUFFER = 1, HOLD_SCREEN = 2 };
+
+static void timeline_open(struct sits_queue *L, struct sits_q_frame *f)
+{
+	int64_t skipped = L->sequence_gaps - L->gaps_recorded;     /* count_sequence's, since the last */
+	L->gaps_recorded = L->sequence_gaps;
+	for (uint32_t i = 0; i < SITS_Q_OPEN_RECORDS; i++) {
+		struct sits_q_record *r = &L->open_records[i];
+		if (r->holds)
+			continue;
+		memset(r, 0, sizeof *r);
+		r->frame = L->captured - 1;
+		r->buffer = f->index;
+		r->sequence = f->sequence;
+		r->skipped_before = (uint32_t)skipped;
+		r->captured_ns = f->timestamp_ns;
+		r->dequeued_ns = f->dequeued_ns;
+		r->holds = HOLD_BUFFER;
+		L->buffer_record[f->index] = (uint8_t)(i + 1);
+		f->record = i + 1;
+		return;
+	}
+	L->records_lost++;      /* cannot happen: each open record holds a buffer or a screen slot */
+}
+
+static void timeline_let_go(struct sits_queue *L, uint32_t record, uint32_t hold)
+{
+	struct sits_q_record *r = &L->open_records[record - 1];
+	r->holds &= ~hold;
+	if (r->holds)
+		return;
+	if (L->records_n < L->records_cap)
+		L->records[L->records_n++] = *r;
+	else
+		L->records_lost++;
+}
+
+static void timeline_requeued(struct sits_queue *L, int32_t index)
+{
+	uint32_t record = L->buffer_record[index];
+	if (!record)
+		return;
+	L->buffer_record[index] = 0;
+	L->open_records[record - 1].requeued_ns = now_ns();
+	timeline_let_go(L, record, HOLD_BUFFER);
+}
+
+static void timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int copied)
+{
+	struct sits_q_record *r = &L->open_records[record - 1];
+	r->committed_ns = started_ns;
+	r->copied = copied;
+	if (r->vblank_after_dequeue_ns && r->vblank_after_dequeue_ns <= started_ns)
+		r->late_ns = started_ns - r->vblank_after_dequeue_ns;
+	r->holds |= HOLD_SCREEN;
+}
+
+/* A flip event: `shown` went on screen at vblank `ns` (counter `seq`),
+ * `replaced` left it; `waiting` (the next frame) could have made it. */
+static void timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, uint32_t waiting,
+			  int64_t ns, uint32_t seq)
+{
+	if (shown) {
+		L->open_records[shown - 1].scanout_ns = ns;
+		L->open_records[shown - 1].scanout_vblank = seq;
+	}
+	if (waiting) {
+		struct sits_q_record *r = &L->open_records[waiting - 1];
+		if (!r->vblank_after_dequeue_ns && ns > r->dequeued_ns)
+			r->vblank_after_dequeue_ns = ns;
+	}
+	if (replaced) {
+		L->open_records[replaced - 1].replaced_ns = ns;
+		L->open_records[replaced - 1].replaced_vblank = seq;
+		timeline_let_go(L, replaced, HOLD_SCREEN);
+	}
+}
+
+void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns)
+{
+	uint32_t record = index >= 0 && index < SITS_Q_MAX_BUFS ? L->buffer_record[index] : 0;
+	if (!record)
+		return;
+	struct sits_q_record *r = &L->open_records[record - 1];
+	*(done ? &r->cuda_done_ns : &r->cuda_submitted_ns) = ns ? ns : now_ns();
+}
+
+/* The run ended: every open record goes to Python as it is. */
+void sits_queue_timeline_end(struct sits_queue *L)
+{
+	for (uint32_t i = 0; i < SITS_Q_OPEN_RECORDS; i++)
+		if (L->open_records[i].holds)
+			timeline_let_go(L, i + 1, L->open_records[i].holds);
+	memset(L->buffer_record, 0, sizeof L->buffer_record);
+	L->next.record = L->pending.record = L->on_screen.record = L->retire.record = L->delivered.record = 0;
+	L->timeline = 0;
+}
+
 static int fail(struct sits_queue *L, int op, int index)
 {
 	L->err = errno;
@@ -54,6 +155,7 @@ static int give_back(struct sits_queue *L, int32_t index)
 	if (L->timer) {             /* the timer source's "driver" may fill it again */
 		L->queued[index] = 1;
 		L->queued_order[index] = ++L->queue_clock;
+		timeline_requeued(L, index);
 		return 0;
 	}
 	struct v4l2_buffer b;
@@ -73,6 +175,7 @@ static int give_back(struct sits_queue *L, int32_t index)
 		return 0;
 	}
 	L->queued[index] = 1;
+	timeline_requeued(L, index);
 	return 0;
 }
 
@@ -117,6 +220,8 @@ static void shown(struct sits_queue *L, struct sits_q_frame f, int32_t fence, in
 		} else {
 			f.shown_from_ns = f.timestamp_ns;
 		}
+		if (f.record)
+			timeline_committed(L, f.record, started_ns, f.index == SITS_Q_COPY);
 	}
 	f.fence = fence;
 	f.tag = L->tag;
@@ -239,6 +344,7 @@ static int cuda_fail(struct sits_queue *L, int rc, int index)
  * timed events, the clock read before the first is recorded. */
 static int cuda_submit(struct sits_queue *L, struct sits_q_frame *f)
 {
+	sits_queue_timeline_cuda(L, f->index, 0, 0);
 	int slot = (int)(L->cu_launched % SITS_Q_CU_SLOTS);
 	cu_event_record_fn record = (cu_event_record_fn)(uintptr_t)L->cu_event_record;
 	int64_t launch_ns = now_ns();
@@ -308,6 +414,7 @@ int sits_queue_cuda_done(struct sits_queue *L)
 		if (rc != 0)
 			return cuda_fail(L, rc, index);
 		L->cu_completed++;
+		sits_queue_timeline_cuda(L, index, 1, done_ns);
 		L->cuda_hold[index] = 0;
 		L->cuda_frames++;
 		if (!seen_ns)
@@ -376,6 +483,8 @@ frame:
 	f.fence = -1;
 	f.dequeued_ns = L->last_frame_ns = now_ns();
 	L->captured++;
+	if (L->timeline)
+		timeline_open(L, &f);
 	if (L->cuda) {
 		int r = cuda_submit(L, &f);
 		if (r)
@@ -444,9 +553,13 @@ int sits_queue_flip_events(struct sits_queue *L)
 		struct drm_event_vblank *v = (struct drm_event_vblank *)e;
 		if (L->pending.index == SITS_Q_NONE || v->user_data != L->pending.tag)
 			continue;   /* not ours: a commit made before a mode change, say */
+		int64_t vblank_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
+		if (L->timeline)
+			timeline_flip(L, L->pending.record, L->on_screen.record,
+				      L->next.index == SITS_Q_NONE ? 0 : L->next.record, vblank_ns, v->sequence);
 		if (L->pending.index != SITS_Q_OWN) {
 			L->displayed++;
-			int64_t flip_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
+			int64_t flip_ns = vblank_ns;
 			if (flip_ns < L->pending.shown_from_ns) {
 				/* a vblank clock behind the capture clock (vkms's
 				 * overrun hrtimer in a slow VM): use arrival time */
@@ -495,24 +608,28 @@ static int settle(struct sits_queue *L, int r)
 	return L->display ? sync_watch(L) : 0;
 }
 
+enum { EVENTS = 8 };    /* epoll events a pass of run() handles */
+
 int sits_queue_run(struct sits_queue *L, int timeout_ms)
 {
 	int64_t end = now_ns() + (int64_t)timeout_ms * 1000000;
-	struct epoll_event ev[8];
+	struct epoll_event ev[EVENTS];
 	int r0 = settle(L, 0);
 	if (r0)
 		return r0;
 	for (;;) {
 		if (L->frames_limit && L->captured >= L->frames_limit)
 			return SITS_Q_FRAMES;
-		/* each pass adds at most one sample of each kind */
+		/* each pass adds at most one sample of each kind; a pass of n
+		 * events closes at most the open records and n new ones */
 		if (L->latency_n >= L->samples_cap - 2 || L->submit_n >= L->samples_cap - 2
-		    || L->cuda_latency_n >= L->samples_cap - (int32_t)L->nbufs)
+		    || L->cuda_latency_n >= L->samples_cap - (int32_t)L->nbufs
+		    || (L->timeline && L->records_n > L->records_cap - SITS_Q_OPEN_RECORDS - EVENTS))
 			return SITS_Q_FULL;
 		int64_t left = end - now_ns();
 		if (left <= 0)
 			return SITS_Q_TIMEOUT;
-		int n = epoll_wait(L->epfd, ev, 8, (int)((left + 999999) / 1000000));
+		int n = epoll_wait(L->epfd, ev, EVENTS, (int)((left + 999999) / 1000000));
 		if (n < 0)
 			return errno == EINTR ? SITS_Q_WAKE : fail(L, SITS_OP_EPOLL, -1);
 		int wake = 0;

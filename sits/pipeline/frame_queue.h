@@ -39,6 +39,9 @@ enum {
 	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuEventQuery's "not yet" */
 };
 
+/* frames a timeline follows at once: every buffer's, and copies on screen */
+enum { SITS_Q_OPEN_RECORDS = SITS_Q_MAX_BUFS + 8 };
+
 enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
        SITS_OP_CUDA = 6 };
 
@@ -49,6 +52,21 @@ struct sits_q_frame {
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp */
 	int64_t dequeued_ns;
 	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
+	uint32_t record;        /* its open timeline record + 1 (0: none) */
+};
+
+/* One frame's stage times (sits/journey/record.py's schema; times are
+ * CLOCK_MONOTONIC ns, 0 where the frame never got there). */
+struct sits_q_record {
+	int64_t frame;          /* the capture count before it: the timeline's order */
+	int32_t buffer;
+	uint32_t sequence, skipped_before, copied;
+	int64_t captured_ns, dequeued_ns, committed_ns, scanout_ns, replaced_ns, requeued_ns;
+	int64_t cuda_submitted_ns, cuda_done_ns;
+	int64_t late_ns;                /* 0: not late */
+	int64_t vblank_after_dequeue_ns;    /* the first vblank a flip event told of after its dequeue */
+	uint32_t scanout_vblank, replaced_vblank;   /* the flip events' vblank counters */
+	uint32_t holds;         /* what may still add a stage (its buffer, the screen); 0: a free slot */
 };
 
 struct sits_queue {
@@ -114,6 +132,15 @@ struct sits_queue {
 	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
 	int32_t samples_cap, latency_n, submit_n;
 	int32_t err, err_op, err_index;
+	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
+	 * while its buffer is out or it is on screen, then moves to Python's
+	 * array, drained after each call. Off, each stage costs one test. */
+	int32_t timeline;
+	struct sits_q_record open_records[SITS_Q_OPEN_RECORDS];
+	uint8_t buffer_record[SITS_Q_MAX_BUFS];     /* the open record of the frame in each buffer + 1 */
+	struct sits_q_record *records;
+	int32_t records_cap, records_n;
+	int64_t records_lost, gaps_recorded;
 };
 
 int sits_queue_run(struct sits_queue *L, int timeout_ms);
@@ -127,6 +154,8 @@ int sits_queue_drop_next(struct sits_queue *L);
 int sits_queue_requeue_idle(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
 int sits_queue_cuda_done(struct sits_queue *L);
+void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
+void sits_queue_timeline_end(struct sits_queue *L);
 /* cdef-end */
 
 #endif

@@ -15,6 +15,7 @@ from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
 SAMPLES = 2048   # latency samples between two drains (a drain is every call)
+RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
        lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuEventRecord/cuEventQuery"}
@@ -50,6 +51,7 @@ class FrameQueue:
         self.cuda_release_ms: list[float] = []  # done on the GPU -> the buffer released
         self.c_commits = 0     # commits made inside run(): the C loop's share
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
+        self.timeline = None   # a Timeline (timeline.py) the frames' records go to
 
     # ------------------------------------------------------------ devices
     def attach(self, cap) -> None:
@@ -108,6 +110,32 @@ class FrameQueue:
             del self.frames[buf.index]
         if lib.sits_queue_release(self.L, buf.index) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
+
+    # ------------------------------------------------------------ timeline
+    def record_timeline(self, timeline) -> None:
+        """Time every frame's stages from the next capture on, into `timeline`."""
+        L = self.L
+        self.timeline = timeline
+        self._records = ffi.new("struct sits_q_record[]", RECORDS)
+        L.records, L.records_cap, L.timeline = self._records, RECORDS, 1
+
+    def end_timeline(self) -> dict | None:
+        """The run ended: the records still open go as they are, the file
+        is closed; what was written (and lost, which should never be)."""
+        timeline = self.timeline
+        if timeline is None:
+            return None
+        lib.sits_queue_timeline_end(self.L)
+        self._drain(0)
+        self.timeline = None
+        timeline.close()
+        return {"file": timeline.path, "records": timeline.written, "lost": self.L.records_lost}
+
+    def cuda_stage(self, index: int, done_ns: int | None = None) -> None:
+        """The CUDA consumer launched (done_ns None: now) or completed the
+        conversion of the frame in buffer `index` (a frame Python holds)."""
+        if self.timeline is not None:
+            lib.sits_queue_timeline_cuda(self.L, index, int(done_ns is not None), done_ns or 0)
 
     # -------------------------------------------------------------- frames
     def frame(self, slot) -> Frame:
@@ -205,6 +233,9 @@ class FrameQueue:
             self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))
             self.cuda_release_ms.extend(ffi.unpack(self._cuda_release, L.cuda_latency_n))
             L.cuda_latency_n = 0
+        if L.records_n:
+            self.timeline.add(self._records, L.records_n)
+            L.records_n = 0
         return code
 
     def error(self) -> QueueError:

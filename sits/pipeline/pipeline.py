@@ -24,7 +24,7 @@ import select
 import time
 
 from sits._kernel import lib
-from sits.errors import DeviceError, SitsError
+from sits.errors import DeviceError, SitsError, UsageError
 from sits.pipeline.consumer import PipelineContext, Port
 from sits.pipeline.frame_queue import FrameQueue, QueueError
 from sits.pipeline.stats import Summary, percentiles
@@ -45,7 +45,8 @@ class ConsumerError(SitsError):
 class Pipeline:
     def __init__(self, source, *, display=None, consumers=(), on_status=None, status_interval: float = 0.5,
                  stall_timeout: float = 20.0, c_loop: bool = True, reconnect=None, closers=(),
-                 frames: int | None = None, duration: float | None = None, summary: Summary | None = None):
+                 frames: int | None = None, duration: float | None = None, summary: Summary | None = None,
+                 timeline: str | None = None):
         self.source = source
         self.display = display
         self.ports = [c if isinstance(c, Port) else Port(*c) if isinstance(c, tuple) else Port(c)
@@ -56,6 +57,7 @@ class Pipeline:
         self.reconnect = reconnect            # a Reconnect (reconnect.py), or None
         self.summary = summary or Summary(memory=getattr(source, "memory", ""), device=source.path)
         self.frames, self.duration = frames, duration     # run()'s default limits
+        self.timeline = timeline              # a file for every frame's record (timeline.py), or None
         self._closers = list(closers)         # owned: closed at the end, last first
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop_reason = None
@@ -169,6 +171,13 @@ class Pipeline:
         if v4l2 or getattr(src, "timer_fd", None) is not None:   # the frame queue drives it
             self.queue = FrameQueue(self._poller.fileno())
             self.queue.attach(src)
+        if self.timeline is not None:
+            if self.queue is None:
+                raise UsageError("a timeline needs a V4L2 or timer source (the frame queue times the frames)")
+            from sits.pipeline.timeline import Timeline
+            timeline = Timeline(self.timeline)
+            self._closers.append(timeline)   # closed here too when the run fails before its end
+            self.queue.record_timeline(timeline)
         if self.display is not None:
             if not v4l2:
                 raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
@@ -518,6 +527,8 @@ class Pipeline:
         if q is not None:
             q.close_fences()
             q.detach()
+            # after the consumers' last releases; nothing changes the frames' records any more
+            self.summary.timeline = q.end_timeline()
         if self.display is not None:
             self._handlers.pop(self.display.card.fileno(), None)   # in the epoll set or not: C's say
         for fd in [fd for fd in self._handlers if fd != self._stop_r]:

@@ -38,6 +38,8 @@ class Summary:
     disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
     reconnects: int = 0     # ... and came back
     c_loop_commits: int = 0  # frames committed by the C loop (sits_queue_run); the rest by Python
+    # --timeline: {"file", "records" (one per captured frame), "lost" (never, unless a bug)}
+    timeline: dict | None = None
     # consumer name -> {"taken", "dropped" (by its policy), "left" (queued at the stop)}
     consumers: dict = field(default_factory=dict)
     # consumers' own sections (Consumer.report(): e.g. "cuda"), top-level keys in as_dict()

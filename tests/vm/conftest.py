@@ -1,5 +1,6 @@
 import glob
 import os
+import subprocess
 
 import pytest
 
@@ -20,6 +21,19 @@ def dmabuf_count() -> int:
         if line.startswith("Total") and "objects" in line:
             return int(line.split()[1])
     return -1
+
+
+@pytest.fixture
+def sits(capsys):
+    """Run the CLI in this process (a Python start costs ~25 s under TCG);
+    only the signal and permission tests need a child process."""
+    from sits.cli.app import main
+
+    def run(*args):
+        code = main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+    return run
 
 
 @pytest.fixture

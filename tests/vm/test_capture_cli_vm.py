@@ -14,19 +14,6 @@ pytestmark = pytest.mark.vm
 SITS = [sys.executable, "-m", "sits.cli.app"]
 
 
-@pytest.fixture
-def sits(capsys):
-    """Run the CLI in this process (a Python start costs ~25 s under TCG);
-    only the signal and permission tests need a child process."""
-    from sits.cli.app import main
-
-    def run(*args):
-        code = main(list(args))
-        out = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out.out, out.err)
-    return run
-
-
 def one_line_error(r, code, pattern):
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

@@ -1,0 +1,169 @@
+"""The pipeline's own frame records (--timeline), from the C frame queue,
+without V4L2 or DRM: a timer source through a Pipeline for the capture and
+requeue stages and the sequence gaps, and the queue driven step by step
+with a pipe standing in for the DRM fd (flip events written by the test)
+for the display's stages: scanout, replaced, vblanks, late, copied, drops."""
+import os
+import select
+import time
+
+import pytest
+
+from sits._kernel import ffi, lib
+from sits.journey import record
+from sits.pipeline.consumer import Consumer
+from sits.pipeline.frame_queue import COPY, FrameQueue
+from sits.pipeline.pipeline import Pipeline
+from sits.pipeline.synthetic import SyntheticCamera
+from sits.pipeline.timeline import Timeline
+
+
+
+class Starve(Consumer):
+    """Holds every frame until it holds all buffers, then three frame
+    periods more: the source has no buffer for at least two ticks, whose
+    sequence numbers are skipped."""
+
+    name = "starve"
+
+    def __init__(self, buffers: int, period_ns: int):
+        self.buffers, self.period_s = buffers, period_ns / 1e9
+        self.held, self.seen, self.until = [], [], None
+
+    def take(self, frame, lease):
+        self.seen.append(frame.sequence)
+        self.held.append(lease)
+        if len(self.held) == self.buffers:
+            self.until = time.monotonic() + 3 * self.period_s
+
+    def timeout(self):
+        return None if self.until is None else self.until - time.monotonic()
+
+    def tick(self):
+        self.stop()
+
+    def stop(self):
+        self.until = None
+        while self.held:
+            self.held.pop().release()
+
+
+@pytest.mark.parametrize("name", ["t.ndjson", "t.csv"])
+def test_one_record_per_frame_in_capture_order_with_the_gaps(tmp_path, name):
+    path = str(tmp_path / name)
+    with SyntheticCamera("YUYV", (64, 32), fps=400, buffers=3) as cam:
+        keep = Starve(3, cam.period_ns)
+        s = Pipeline(cam, consumers=[keep], timeline=path).run(frames=40)
+    recs = record.read(path)
+    assert s.timeline == {"file": path, "records": 40, "lost": 0}
+    assert len(recs) == s.frames_captured == 40
+    assert [r["sequence"] for r in recs] == keep.seen            # capture order
+    assert sum(r["skipped_before"] for r in recs) == s.drops["sequence_gap"] > 0
+    for a, b in zip(recs, recs[1:]):
+        assert b["skipped_before"] == b["sequence"] - a["sequence"] - 1
+    first = recs[0]["captured_ns"] - recs[0]["sequence"] * cam.period_ns
+    last_requeue = {}
+    for r in recs:
+        assert r["pid"] == os.getpid()
+        assert r["captured_ns"] == first + r["sequence"] * cam.period_ns   # the tick's time
+        assert r["captured_ns"] <= r["dequeued_ns"] <= r["requeued_ns"]
+        assert r["committed_ns"] is r["scanout_ns"] is r["cuda_submitted_ns"] is None   # no display, no CUDA
+        # a buffer is filled again only after it was queued again
+        assert r["dequeued_ns"] >= last_requeue.get(r["buffer"], 0)
+        last_requeue[r["buffer"]] = r["requeued_ns"]
+    assert sorted(last_requeue) == [0, 1, 2]
+
+
+class FakeDisplay:
+    """The queue's DRM side: commits are Python's (the test's), flip events
+    come from a pipe the test writes."""
+
+    def __init__(self, q):
+        self.q = q
+        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        L = q.L
+        L.display, L.dfd, L.dfd_watched, L.python_commits = 1, self.r, 1, 1
+        self.vblank = 1000
+
+    def flip(self, after_ns: int, vblanks: int = 1) -> int:
+        """The pending commit's flip event, `vblanks` after the last, at the
+        first microsecond (an event's resolution) after `after_ns`; its time."""
+        self.vblank += vblanks
+        t = (after_ns // 1000 + 1) * 1000
+        ev = ffi.new("struct drm_event_vblank *")
+        ev.base.type, ev.base.length = lib.DRM_EVENT_FLIP_COMPLETE, ffi.sizeof(ev[0])
+        ev.user_data, ev.sequence = self.q.L.pending.tag, self.vblank
+        ev.tv_sec, ev.tv_usec = t // 10**9, t % 10**9 // 1000
+        os.write(self.w, bytes(ffi.buffer(ev)))
+        return t
+
+    def close(self):
+        os.close(self.r)
+        os.close(self.w)
+
+
+def capture(q, cam) -> int:
+    select.select([q.source_fd], [], [], 5)
+    code = q.capture()
+    assert q.L.next.index >= 0
+    return code
+
+
+def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path):
+    path = str(tmp_path / "t.ndjson")
+    ep = select.epoll()
+    with SyntheticCamera("YUYV", (64, 32), fps=500, buffers=4) as cam:
+        q = FrameQueue(ep.fileno())
+        q.attach(cam)
+        q.record_timeline(Timeline(path))
+        d = FakeDisplay(q)
+        cam.start()
+        try:
+            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F1: the display is idle
+            q.committed(q.L.next.index, None, c1 := time.monotonic_ns())   # zero-copy
+            v1 = d.flip(c1)
+            q.flip_events()
+            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F2
+            q.committed(COPY, None, c2 := time.monotonic_ns())     # its CPU copy; the buffer goes back
+            capture(q, cam)                                         # F3 waits for F2's flip ...
+            capture(q, cam)                                         # ... and F4 comes first: F3 dropped
+            v2 = d.flip(q.L.next.dequeued_ns, vblanks=2)            # F1 shown for two vblanks
+            assert q.flip_events() == lib.SITS_Q_HAND_BACK          # F4 could have made v2
+            q.committed(q.L.next.index, None, c4 := time.monotonic_ns())
+            v3 = d.flip(c4)
+            q.L.dfd_watched = 0       # the C loop's way: the last flip's event is read at the next dequeue
+            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F5, dequeued after v3
+            q.committed(q.L.next.index, None, c5 := time.monotonic_ns())
+            displayed, dropped = q.L.displayed, q.L.dropped
+            summary = q.end_timeline()
+        finally:
+            cam.stop()
+            d.close()
+            ep.close()
+    f1, f2, f3, f4, f5 = recs = record.read(path)
+    assert summary["records"] == 5
+    assert [r["sequence"] for r in recs] == sorted(r["sequence"] for r in recs)
+    assert sum(r["scanout_ns"] is not None for r in recs) == displayed == 3
+    assert sum(r["committed_ns"] is None for r in recs) == dropped == 1
+    assert (f1["committed_ns"], f1["scanout_ns"], f1["replaced_ns"], f1["vblanks"]) == (c1, v1, v2, 2)
+    assert not f1["copied"] and f1["late_ns"] is None
+    assert f1["replaced_ns"] <= f1["requeued_ns"]      # zero-copy: the buffer back once off screen
+    assert (f2["committed_ns"], f2["scanout_ns"], f2["replaced_ns"], f2["vblanks"]) == (c2, v2, v3, 1)
+    assert f2["copied"] and f2["requeued_ns"] < f2["scanout_ns"]   # the copy freed the buffer
+    assert f2["late_ns"] is None       # v1 came before its dequeue: not one it could have made
+    assert f3["committed_ns"] is None and f3["scanout_ns"] is None and f3["requeued_ns"] is not None
+    assert f4["late_ns"] == c4 - v2 and f4["scanout_ns"] == v3
+    assert f4["replaced_ns"] is None and f4["vblanks"] is None and f4["requeued_ns"] is None   # still on screen
+    assert f5["committed_ns"] == c5 and f5["late_ns"] is None    # v3, read after its dequeue, came before it
+    assert f5["scanout_ns"] is None                               # its flip never came
+    assert len({r["buffer"] for r in (f1, f3, f4, f5)}) == 4
+
+
+def test_timeline_path_is_checked_before_any_device(capsys, tmp_path):
+    from sits.cli.app import main
+    assert main(["capture", "--to-kms", "--timeline", "/no/such/dir/t.ndjson"]) == 2
+    err = capsys.readouterr().err
+    assert "--timeline /no/such/dir/t.ndjson: no such directory /no/such/dir" in err
+    assert "Traceback" not in err
+    assert main(["capture", "--to-kms", "--timeline", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
