@@ -411,3 +411,26 @@ def test_sits_capture_to_cuda_from_the_synthetic_source(cp, capsys, batching):
     assert cuda["converted_in"] == ("python" if batching else "frame queue (C)")
     assert (cuda["batches"] < cuda["frames"]) if batching else (cuda["batches"] == cuda["frames"])
     assert 0 < cuda["latency_ms"]["p50"] <= cuda["latency_ms"]["p99"]
+
+
+@pytest.mark.parametrize("batching", [[], ["--cuda-batch", "4", "--latency-budget-ms", "20"]])
+def test_the_timeline_carries_each_frames_cuda_stages(cp, capsys, tmp_path, batching):
+    """--timeline with --to-cuda: every frame's record has its launch and its
+    completion, in order after its dequeue, and the completion is the one
+    the summary's latency counts to (C path and Python path)."""
+    import json
+
+    from sits.cli.app import main
+    from sits.journey import record
+    path = str(tmp_path / "t.ndjson")
+    argv = ["capture", "--device", "synthetic", "--format", "NV12", "--size", "640x360", "--fps", "240",
+            "--frames", "48", "--to-cuda", "96x64", "--json", "--timeline", path, *batching]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    recs = record.read(path)
+    assert len(recs) == data["frames_captured"] == 48
+    for r in recs:
+        assert r["dequeued_ns"] <= r["cuda_submitted_ns"] <= r["cuda_done_ns"], r
+    spans = sorted((r["cuda_done_ns"] - r["captured_ns"]) / 1e6 for r in recs)
+    median = (spans[23] + spans[24]) / 2
+    assert abs(median - data["cuda"]["latency_ms"]["p50"]) <= 0.01, (median, data["cuda"]["latency_ms"])
