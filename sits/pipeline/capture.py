@@ -148,10 +148,9 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
         if display is not None:
             display.test(cap)
         reconnect = Reconnect(opts.fps, opts.buffers, opts.memory) if opts.reconnect else None
-        p = Pipeline(cap, display=display, consumers=consumers, on_status=on_status,
-                     status_interval=status_interval, stall_timeout=opts.stall_timeout, c_loop=opts.c_loop,
-                     reconnect=reconnect, closers=[o for o in owned if o is not display],
-                     frames=opts.frames, duration=opts.duration, summary=summary, timeline=opts.timeline)
+        p = Pipeline(cap, display=display, consumers=consumers, reconnect=reconnect,
+                     closers=[o for o in owned if o is not display],
+                     **_run_options(opts, on_status, status_interval, summary))
     except BaseException:
         for obj in reversed(owned):
             try:
@@ -160,6 +159,14 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
                 pass
         raise
     return p
+
+
+def _run_options(opts: CaptureOptions, on_status, status_interval: float, summary) -> dict:
+    """The Pipeline's keywords that come from the options alike for every
+    source: how long it runs, what it reports and records."""
+    return dict(on_status=on_status, status_interval=status_interval, stall_timeout=opts.stall_timeout,
+                c_loop=opts.c_loop, frames=opts.frames, duration=opts.duration, summary=summary,
+                timeline=opts.timeline)
 
 
 def _build_synthetic(opts: CaptureOptions, consumers, on_status, status_interval: float):
@@ -174,9 +181,8 @@ def _build_synthetic(opts: CaptureOptions, consumers, on_status, status_interval
     try:
         fmt = cam.format
         summary = Summary(memory=cam.memory, format=fmt.fourcc, size=f"{fmt.width}x{fmt.height}", device=cam.path)
-        return Pipeline(cam, consumers=consumers, on_status=on_status, status_interval=status_interval,
-                        stall_timeout=opts.stall_timeout, c_loop=opts.c_loop, closers=[cam],
-                        frames=opts.frames, duration=opts.duration, summary=summary)
+        return Pipeline(cam, consumers=consumers, closers=[cam],
+                        **_run_options(opts, on_status, status_interval, summary))
     except BaseException:
         cam.close()
         raise
