@@ -6,6 +6,7 @@ OUT_FENCE_PTR / WRITEBACK_OUT_FENCE_PTR get an int32 the kernel writes a
 sync_file fd into, kept alive until commit() returns and then owned as a
 SyncFile.
 """
+import time
 import weakref
 
 from sits._kernel import ffi, lib
@@ -30,6 +31,7 @@ class AtomicRequest:
         self._slot_pool: dict[str, object] = {}
         self.fences: dict[str, SyncFile | None] = {}
         self.props: list[tuple[int, str, int]] = []
+        self.started_ns = 0     # when the last commit() began (CLOCK_MONOTONIC)
 
     def reset(self) -> "AtomicRequest":
         """Empty the request for the next commit (drmModeAtomicSetCursor 0),
@@ -59,6 +61,9 @@ class AtomicRequest:
         return self.add(obj_id, name, int(ffi.cast("uintptr_t", slot)))
 
     def commit(self, flags: int = 0, user_data: int = 0) -> dict[str, SyncFile | None]:
+        # the commit's time, as near its ioctl as Python gets (a frame's
+        # "committed" stage, sits/journey/record.py)
+        self.started_ns = time.monotonic_ns()
         ret = lib.drmModeAtomicCommit(self.card.fileno(), self._req, flags,
                                       ffi.cast("void *", user_data))
         if ret < 0:

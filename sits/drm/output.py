@@ -49,6 +49,7 @@ class KmsOutput:
         self._saved: list[tuple[int, str, int]] | None = None
         self._mode_blob = 0
         self._modeset_done = False
+        self.flipped_ns = 0     # when the last flip's commit began (CLOCK_MONOTONIC)
         self._req: AtomicRequest | None = None
 
     # -------------------------------------------------------------- choose
@@ -234,6 +235,7 @@ class KmsOutput:
         ({'OUT_FENCE_PTR': SyncFile, 'WRITEBACK_OUT_FENCE_PTR': ...})."""
         req, flags = self.request(fb, in_fence=in_fence, writeback_fb=writeback_fb)
         fences = self._commit(req, flags | NONBLOCK | PAGE_FLIP_EVENT, user_data)
+        self.flipped_ns = req.started_ns
         self._modeset_done = True
         return fences
 

@@ -8,7 +8,6 @@ when no plane shows the camera's format, the freeze frame of a lost camera,
 and picking the mode again after a hotplug. Framebuffers are made once per
 capture buffer (PRIME import of its dma-buf).
 """
-import time
 
 from sits._kernel import lib
 from sits.drm.framebuffer import DumbBuffer, Framebuffer
@@ -106,7 +105,6 @@ class KmsDisplay:
             kind, dumb = COPY, self._convert(buf)
             fb = dumb.fb
         sequence = slot.sequence
-        started = time.monotonic_ns()
         try:
             fences = self.out.flip(fb, writeback_fb=wb_fb, user_data=L.tag + 1)
         except BaseException:
@@ -114,7 +112,7 @@ class KmsDisplay:
                 lease.release()
             raise
         self.commits += 1
-        q.committed(kind, fences.get("OUT_FENCE_PTR"), started)
+        q.committed(kind, fences.get("OUT_FENCE_PTR"), self.out.flipped_ns)
         if wb_fb is not None:
             wb.pending = True
             self._watch_fence(fences.get("WRITEBACK_OUT_FENCE_PTR"),
@@ -173,9 +171,8 @@ class KmsDisplay:
                 convert.rows(dumb.map(), dumb.height, dumb.pitch, row)[:] = src
         except OSError:
             pass  # the old buffer cannot be read: the freeze frame stays as it was
-        started = time.monotonic_ns()
         fences = self.out.flip(dumb.fb, user_data=q.L.tag + 1)
-        q.committed(OWN, fences.get("OUT_FENCE_PTR"), started)
+        q.committed(OWN, fences.get("OUT_FENCE_PTR"), self.out.flipped_ns)
 
     # ---------------------------------------------------------- the end
     def restore(self) -> None:

@@ -18,6 +18,12 @@ FRAMES = 300
 #: how far the kernel's time of a stage may be from sits' own for the same
 #: frame: both read CLOCK_MONOTONIC, on either side of the same ioctl
 STAGE_TOLERANCE_NS = 1_000_000
+#: stages whose time both sides take from the same kernel value (the V4L2
+#: timestamp, the vblank's): equal, to sits' microseconds
+CARRIED = ("captured", "scanout", "replaced")
+#: stages each side times on its side of an ioctl: sits before the commit's,
+#: after DQBUF's and QBUF's
+TIMED = ("dequeued", "committed", "requeued")
 
 
 def follow(tmp_path, command, name="run"):
@@ -57,18 +63,31 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
     assert len(by_seq) == len(kernel), "a sequence number twice"
     assert sorted(by_seq) == sorted(r["sequence"] for r in own)
     copied = fmt == "YUYV"   # vkms cannot scan out YUYV: sits converts into a buffer of its own
+    off = {stage: [] for stage in TIMED}
     for mine in own:
         k = by_seq[mine["sequence"]]
         assert k["buffer"] == mine["buffer"]
         assert k["copied"] == copied == mine["copied"]
-        for stage in ("captured", "dequeued", "committed", "scanout", "replaced", "requeued"):
+        for stage in record.STAGES[:6]:
             a, b = k[f"{stage}_ns"], mine[f"{stage}_ns"]
             assert (a is None) == (b is None), (stage, k, mine)
-            if a is not None:
-                assert abs(a - b) <= STAGE_TOLERANCE_NS, (stage, a - b, k, mine)
-        reached = [k[f"{st}_ns"] for st in record.STAGES[:6] if k[f"{st}_ns"] is not None]
-        if not copied:  # a copy's buffer can go back before the copy is shown
-            assert reached == sorted(reached[:1]) + sorted(reached[1:]), k
+            if a is None:
+                continue
+            if stage in CARRIED:   # the same clock value, sits' through a timeval (us)
+                assert abs(a - b) < 1000, (stage, a - b, k, mine)
+            else:                  # the kernel's inside the ioctl, sits' on the side it said
+                assert (a >= b) if stage == "committed" else (a <= b), (stage, a - b, k, mine)
+                off[stage].append(abs(a - b))
+        reached = [k[f"{st}_ns"] for st in record.STAGES[1:6] if k[f"{st}_ns"] is not None]
+        if not copied:  # (a copy's buffer can go back before the copy is shown)
+            assert reached == sorted(reached), k
+    # how far apart, in time: under TCG a code path's first run (the first
+    # frame's) is translated for milliseconds, and a loaded host can stop
+    # the emulated CPU between an ioctl's event and sits' clock, so this
+    # holds for 95% of the frames
+    for stage, d in off.items():
+        d.sort()
+        assert d and d[int(0.95 * (len(d) - 1))] <= STAGE_TOLERANCE_NS, (stage, d[-5:])
 
     # every displayed frame joined, and drops as sits counted them, by cause
     shown = [r for r in kernel if r["scanout_ns"] is not None]
@@ -92,6 +111,7 @@ def test_gstreamer_frames_are_followed_to_the_screen(io_mode, tmp_path, vivid_pa
     assert len(shown) >= 0.95 * len(kernel), rep["frames"]
     for r in shown:
         assert r["copied"] == (io_mode == "mmap"), r
-        assert r["captured_ns"] <= r["dequeued_ns"] < r["committed_ns"] < r["scanout_ns"], r
+        # (not the V4L2 timestamp: vivid's clock runs ahead of the guest's under TCG)
+        assert r["dequeued_ns"] < r["committed_ns"] < r["scanout_ns"], r
     seqs = [r["sequence"] for r in kernel]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)

@@ -390,7 +390,8 @@ int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct dr
 		__u32 s = c->slot[i] & (PLANE_SLOTS - 1);
 
 		cf->pending[s] = fid;
-		if (cf->vblank_ns > f->dequeued_ns && f->dequeued_ns)
+		/* a vblank came between its dequeue and this commit's start */
+		if (f->dequeued_ns && cf->vblank_ns > f->dequeued_ns && cf->vblank_ns < c->start_ns)
 			f->late_ns = c->start_ns - cf->vblank_ns;
 	}
 	f->committed_ns = c->start_ns;
