@@ -94,7 +94,8 @@ class _VmSession:
                           f"(stopped after {idle} s without progress)...")
         result = sitsvm.run_in_vm(cmd, timeout=None, idle_timeout=idle, rwdirs=[outdir], cwd=ROOT,
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1",
-                                       "PYTHONUNBUFFERED": "1"},  # each test's mark as it ends: progress
+                                       "PYTHONUNBUFFERED": "1",  # each test's mark as it ends: progress
+                                       **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
         if tr and result.boot_retry:

@@ -4,8 +4,8 @@ conversion path, leaks, and vivid's error injection."""
 import pytest
 
 from sits.pipeline.capture import CaptureOptions, build
-from tests.vm.conftest import run_until
 from tests.vm import vivid
+from tests.vm.conftest import run_until
 
 pytestmark = pytest.mark.vm
 
@@ -107,45 +107,20 @@ def c_loop(request):
     return request.param
 
 
-def _inject_during(vivid_path, vkms_path, name, counted, **kw):
-    """Run the chain, fire vivid's error control once it is streaming, and
-    stop once the error was counted and 5 more frames came (survived)."""
-    fired = []
-    c_loop = kw.get("c_loop", True)
-
-    def status(s):
-        if not fired and s.frames_captured >= 2:
-            _set_ctrl(vivid_path, name)
-            fired.append(s.frames_captured)
-
-    def done(s):
-        return (bool(fired) and counted(s) and s.frames_captured >= fired[0] + 5
-                and (s.c_loop_commits > 0) == c_loop)
-
-    # the C loop runs between writebacks: space them out so that it meets the errors
-    every = 8 if c_loop else 3
-    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
-                                 verify=True, verify_every=every, **kw), done, on_status=status)
-    assert fired, "the run ended before the error could be injected"
-    assert s.stopped_by == "test", ("the error was never counted, or the chain stopped after it", s)
-    assert (s.c_loop_commits > 0) == c_loop
-    return s
-
-
 def test_injected_buffer_error_is_counted_and_never_shown(vivid_path, vkms_path, no_leaks, c_loop):
-    s = _inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR", lambda s: s.buffer_errors >= 1,
+    s = vivid.inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR", lambda s: s.buffer_errors >= 1,
                        c_loop=c_loop)
     assert s.buffer_errors >= 1 and s.verify["mismatched"] == 0
 
 
 def test_injected_qbuf_error_loses_no_buffer(vivid_path, vkms_path, no_leaks, c_loop):
-    s = _inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", lambda s: s.v4l2_errors["requeue"] >= 1,
+    s = vivid.inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", lambda s: s.v4l2_errors["requeue"] >= 1,
                        c_loop=c_loop)
     assert s.v4l2_errors["requeue"] >= 1 and s.verify["mismatched"] == 0
 
 
 def test_injected_fatal_streaming_error_restarts_the_queue(vivid_path, vkms_path, no_leaks, c_loop):
-    s = _inject_during(vivid_path, vkms_path, "Inject Fatal Streaming Error",
+    s = vivid.inject_during(vivid_path, vkms_path, "Inject Fatal Streaming Error",
                        lambda s: s.v4l2_errors["stream_restarts"] >= 1, c_loop=c_loop)
     assert s.v4l2_errors["stream_restarts"] >= 1 and s.verify["mismatched"] == 0
 
