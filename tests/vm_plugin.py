@@ -61,6 +61,7 @@ class _VmSession:
         self.nodeids = nodeids
         self.results = None
         self.error = None
+        self.vm_error = None
 
     def run(self):
         if self.results is not None or self.error is not None:
@@ -98,6 +99,7 @@ class _VmSession:
                                        **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
+        self.vm_error = result.error   # why the VM itself stopped, if it did
         if tr and result.boot_retry:
             tr.write_line(f"a VM boot died before the guest started ({result.boot_retry}); booted again")
         with open(os.path.join(outdir, "vm.log"), "w") as f:
@@ -131,7 +133,8 @@ class VmReplayItem(pytest.Item):
             (pytest.skip if kind == "skip" else pytest.fail)(msg, **({} if kind == "skip" else {"pytrace": False}))
         rec = vs.results.get(self.nodeid)
         if rec is None:
-            pytest.fail("no result from the VM for this test (crashed or timed out before it ran); "
+            why = f" ({vs.vm_error})" if vs.vm_error else " (crashed or timed out before it ran)"
+            pytest.fail(f"no result from the VM for this test{why}; "
                         "see the vm.log under ~/.cache/sits/vm-runs", pytrace=False)
         if rec["outcome"] == "skipped":
             pytest.skip(f"[in VM] {rec['longrepr']}")

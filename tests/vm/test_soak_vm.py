@@ -81,6 +81,8 @@ def test_start_stop_cycles(vivid_path, vkms_path, no_leaks, capsys):
             assert display_state(obs) == before, f"cycle {i}: the display was not given back"
             if i == 2:   # every memory kind has run once
                 fds, bufs = fd_count(), dmabuf_count()
+            if i % 10 == 9:
+                say(capsys, f"cycle {i + 1}: fds {fd_count()}, dma-bufs {dmabuf_count()}")
         say(capsys, f"{CYCLES} cycles: fds {fds} -> {fd_count()}, dma-bufs {bufs} -> {dmabuf_count()}")
         assert (fd_count(), dmabuf_count()) == (fds, bufs)
 
