@@ -61,6 +61,7 @@ class _VmSession:
         self.nodeids = nodeids
         self.results = None
         self.error = None
+        self.vm_error = None
 
     def run(self):
         if self.results is not None or self.error is not None:
@@ -79,19 +80,26 @@ class _VmSession:
         runs.mkdir(parents=True, exist_ok=True)
         outdir = tempfile.mkdtemp(prefix="results-", dir=runs)
         out = os.path.join(outdir, "results.jsonl")
-        # A hung test must not eat the whole VM run: pytest-timeout per test.
-        per_test = os.environ.get("SITS_VM_TEST_TIMEOUT", "300")
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+        # No bound on the whole run (a slow or busy host makes it longer, not
+        # failed), only on a stall: a hung test is stopped by pytest-timeout
+        # (the run goes on with the next), a hung guest by the host when the
+        # guest's pytest -- which writes as each test ends -- has said nothing
+        # for longer than any one test may take.
+        per_test = int(os.environ.get("SITS_VM_TEST_TIMEOUT", "900"))
+        idle = int(os.environ.get("SITS_VM_IDLE_TIMEOUT", str(per_test + 300)))
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "--durations=15",
                f"--timeout={per_test}", f"--sits-vm-results={out}", *self.nodeids]
-        timeout = int(os.environ.get("SITS_VM_TIMEOUT", "2400"))
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line(f"booting the test VM for {len(self.nodeids)} vm-tier tests "
-                          f"(timeout {timeout} s)...")
-        result = sitsvm.run_in_vm(cmd, timeout=timeout, rwdirs=[outdir], cwd=ROOT,
-                                  env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                          f"(stopped after {idle} s without progress)...")
+        result = sitsvm.run_in_vm(cmd, timeout=None, idle_timeout=idle, rwdirs=[outdir], cwd=ROOT,
+                                  env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                                       "PYTHONUNBUFFERED": "1",  # each test's mark as it ends: progress
+                                       **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
         self.log = result.output
+        self.vm_error = result.error   # why the VM itself stopped, if it did
         if tr and result.boot_retry:
             tr.write_line(f"a VM boot died before the guest started ({result.boot_retry}); booted again")
         with open(os.path.join(outdir, "vm.log"), "w") as f:
@@ -125,7 +133,8 @@ class VmReplayItem(pytest.Item):
             (pytest.skip if kind == "skip" else pytest.fail)(msg, **({} if kind == "skip" else {"pytrace": False}))
         rec = vs.results.get(self.nodeid)
         if rec is None:
-            pytest.fail("no result from the VM for this test (crashed or timed out before it ran); "
+            why = f" ({vs.vm_error})" if vs.vm_error else " (crashed or timed out before it ran)"
+            pytest.fail(f"no result from the VM for this test{why}; "
                         "see the vm.log under ~/.cache/sits/vm-runs", pytrace=False)
         if rec["outcome"] == "skipped":
             pytest.skip(f"[in VM] {rec['longrepr']}")

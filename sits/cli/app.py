@@ -1,11 +1,13 @@
 """`sits` entry point: sub-commands and the one place errors become lines.
 
 Every sub-command raises (SitsError, OSError); `main()` turns that into one
-line on stderr and an exit code: 2 for usage errors, 1 for runtime errors,
-130 for an interrupt. No traceback reaches the user unless SITS_DEBUG=1.
+line on stderr and an exit code: 2 for usage errors, 1 for runtime errors
+and for an interrupt (SIGINT or SIGTERM) that no command turned into a stop
+of its own. No traceback reaches the user unless SITS_DEBUG=1.
 """
 import functools
 import os
+import signal
 import sys
 
 from sits.errors import SitsError
@@ -93,6 +95,17 @@ def _fast(argv: list[str]):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM is an interrupt like Ctrl-C from the first line on (its default
+    # kills the process mid-way, with no word and no clean-up of its own);
+    # `sits capture` makes both a stop with the summary once it streams.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         fast = _fast(sys.argv[1:] if argv is None else argv)
         if fast is not None:
@@ -113,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("sits: interrupted", file=sys.stderr)
-        return 130
+        return 1
     except Exception as exc:  # noqa: BLE001 - the one place that stops tracebacks
         if os.environ.get("SITS_DEBUG"):
             raise

@@ -159,6 +159,8 @@ def run_capture(consumers=(), **kw) -> None:
 
     # No status line (--json, no tty): no per-interval summary work in the loop.
     pipeline = build(opts, consumers=consumers, on_status=show if live is not None else None)
+    # From here a signal is a stop: the run winds down and the summary is
+    # printed (a signal while it is printed asks for the stop once more)
     previous = {sig: signal.signal(sig, lambda *_: pipeline.request_stop("signal"))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -167,14 +169,14 @@ def run_capture(consumers=(), **kw) -> None:
                 summary = pipeline.run()
         else:
             summary = pipeline.run()
+        data = summary.as_dict()
+        if kw["as_json"]:
+            print(json.dumps(data), flush=True)
+        else:
+            _print_summary(data, kw, summary.stopped_by)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    data = summary.as_dict()
-    if kw["as_json"]:
-        print(json.dumps(data))
-    else:
-        _print_summary(data, kw, summary.stopped_by)
     if kw["verify"] and not data["verify"]["checked"]:
         from sits.errors import DeviceError
         raise DeviceError(f"--verify checked no frame: none of the {data['frames_displayed']} shown "

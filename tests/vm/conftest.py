@@ -23,6 +23,36 @@ def dmabuf_count() -> int:
     return -1
 
 
+# Waits for something the kernel does by itself (a worker's release, a
+# uevent): passed as soon as it happens, so the bound is only a hang guard
+# and is far above what a slow or busy host needs.
+EVENT_WAIT_S = 120
+# A run that stops on an event (run_until) ends by this duration only when
+# the event never comes.
+BACKSTOP_S = 600
+
+
+def run_until(opts, done, **build_kw):
+    """Build and run a capture pipeline that stops once `done(summary)` is
+    true on a status pass (the outcome is decided by the events the run
+    counts, not by how many frames a host manages in a fixed count)."""
+    import dataclasses
+
+    from sits.pipeline.capture import build
+    if not opts.frames and not opts.duration:
+        opts = dataclasses.replace(opts, duration=BACKSTOP_S)
+    on_status = build_kw.pop("on_status", None)
+    p = None
+
+    def status(s):
+        if on_status is not None:
+            on_status(s)
+        if not p.stopping and done(s):
+            p.request_stop("test")
+    p = build(opts, on_status=status, status_interval=build_kw.pop("status_interval", 0.05), **build_kw)
+    return p.run()
+
+
 @pytest.fixture
 def sits(capsys):
     """Run the CLI in this process (a Python start costs ~25 s under TCG);
@@ -48,7 +78,7 @@ def no_leaks():
     # The kernel drops a removed framebuffer's buffer from a worker
     # (drm_mode_rmfb_work_fn): give deferred releases a moment.
     import time
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + EVENT_WAIT_S
     while dmabuf_count() != bufs and time.monotonic() < deadline:
         time.sleep(0.1)
     assert dmabuf_count() == bufs, "dma-bufs leaked"

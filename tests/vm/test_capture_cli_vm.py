@@ -1,11 +1,9 @@
 """The CLI edge of `sits capture --to-kms`: bad input gives one line and the
-right exit code (2 usage, 1 runtime), signals stop it cleanly."""
+right exit code (2 usage, 1 runtime). Signals: tests/vm/test_signals_vm.py."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -129,53 +127,3 @@ def test_no_connected_connector(sits, vivid_path, vkms_path):
     finally:
         with open(status, "w") as f:
             f.write("detect")
-
-
-def test_another_drm_master(sits, vivid_path, vkms_path):
-    from sits._kernel import lib
-    from sits.drm.card import Card
-    with Card.open(vkms_path) as master:
-        lib.drmSetMaster(master.fileno())
-        one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
-                            "--format", "XR24", "--size", "640x480", "--frames", "3"), 1, "holds DRM master")
-
-
-def _fd_targets(pid):
-    out = []
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for fd in fds:
-        try:
-            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass  # closed while we looked
-    return out
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_stops_cleanly_and_restores(sig, vivid_path, vkms_path):
-    p = subprocess.Popen([*SITS, "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
-                          "--format", "XR24", "--size", "640x480", "--duration", "120", "--json"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until it shows frames: a flip's out-fence (a sync_file) is among
-    # its fds from the commit to the flip event (up to one vblank, ~16 ms),
-    # so look often
-    t0 = time.monotonic()
-    deadline = t0 + 100
-    seen = None
-    while time.monotonic() < deadline and p.poll() is None:
-        targets = _fd_targets(p.pid)
-        if "anon_inode:sync_file" in targets:  # not sync_file.py being imported
-            seen = (round(time.monotonic() - t0, 3), targets)
-            break
-        time.sleep(0.003)
-    time.sleep(1)
-    assert p.poll() is None, p.communicate()
-    p.send_signal(sig)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
-    s = json.loads(out)
-    assert s["stopped_by"] == "signal" and s["frames_captured"] > 0, (json.dumps(s), seen, err)
-    assert "Traceback" not in err

@@ -6,74 +6,31 @@ A second DRM client (not master) stays open throughout: while it is, the
 kernel's last-close restore (fbdev's mode and framebuffer put back when the
 last client closes) cannot happen, so what it sees afterwards is what sits
 itself restored, not what the kernel did for it."""
-import contextlib
 import subprocess
 import sys
-import time
 
 import pytest
 
-from sits._kernel import lib
-from sits.drm import raw
-from sits.drm.card import Card
 from sits.pipeline.capture import CaptureOptions, build
 from sits.pipeline.consumer import Consumer
 from sits.pipeline.pipeline import ConsumerError
+from tests.vm.conftest import run_until
+from tests.vm.kms_observer import display_state, observer, showing_sits
 
 pytestmark = pytest.mark.vm
 
 SITS = [sys.executable, "-m", "sits.cli.app"]
 
 
-@contextlib.contextmanager
-def observer(vkms_path):
-    card = Card.open(vkms_path)
-    try:
-        lib.drmDropMaster(card.fileno())   # opened first, it may have become master: sits must be
-        yield card
-    finally:
-        card.close()
-
-
-def display_state(card) -> tuple:
-    """What a next client would find: each plane's CRTC and framebuffer,
-    each CRTC's ACTIVE and mode (the MODE_ID blob's bytes)."""
-    import errno
-    for _ in range(10):
-        try:
-            planes = sorted((p.id, p.crtc_id, p.fb_id) for p in card.planes())
-            crtcs = []
-            for crtc in card.resources().crtcs:
-                blob = card.prop_value(crtc, "MODE_ID")
-                crtcs.append((crtc, card.prop_value(crtc, "ACTIVE"),
-                              raw.get_blob(card.fileno(), blob) if blob else b""))
-            return planes, crtcs
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                raise
-            # a blob replaced between reading its id and its bytes (sits is committing): look again
-    raise AssertionError("the display state kept changing under the reads")
-
-
-def showing_sits(card, before, timeout_s=120) -> bool:
-    """Wait (on the display's own state) until a plane shows another framebuffer."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if display_state(card)[0] != before[0]:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_restored_after_a_normal_end(vivid_path, vkms_path):
     with observer(vkms_path) as obs:
         before = display_state(obs)
         seen = []
-        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(1280, 720), frames=8),
-                  on_status=lambda s: seen.append(display_state(obs)), status_interval=0.05)
-        s = p.run()
+        s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(1280, 720)),
+                      lambda s: any(st[0] != before[0] for st in seen),
+                      on_status=lambda s: seen.append(display_state(obs)))
+        assert s.stopped_by == "test", "sits never showed a frame: nothing was tested"
         assert s.frames_displayed >= 1
-        assert any(st[0] != before[0] for st in seen), "sits never showed a frame: nothing was tested"
         assert display_state(obs) == before
 
 
@@ -109,7 +66,7 @@ def test_restored_after_a_signal(sig, vivid_path, vkms_path):
                                  "--format", "XR24", "--size", "1280x720", "--duration", "300", "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert showing_sits(obs, before), "sits never showed a frame"
+            assert showing_sits(obs, before, proc), "sits never showed a frame"
             proc.send_signal(getattr(signal, sig))
             out, err = proc.communicate(timeout=120)
         finally:

@@ -10,46 +10,22 @@ import pytest
 
 from sits.errors import DeviceError
 from sits.pipeline.capture import CaptureOptions, build
-from sits.v4l2 import raw
-from sits.v4l2.device import VideoDevice
+from tests.vm import vivid
+from tests.vm.conftest import EVENT_WAIT_S
 
 pytestmark = pytest.mark.vm
-
-VIVID = ["n_devs=1", "node_types=0x101", "vid_cap_nr=0", "vid_out_nr=1"]
-
-
-def _reload_vivid():
-    subprocess.run(["rmmod", "vivid"], capture_output=True)
-    subprocess.run(["modprobe", "vivid", *VIVID], check=True, capture_output=True)
-    deadline = time.monotonic() + 30
-    while not os.path.exists("/dev/video0") and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
-def _disconnect_ctrl(path):
-    with VideoDevice.open(path) as dev:
-        return [c for c in raw.controls(dev.fileno()) if c.name == "Disconnect"][0].id
-
-
-def _pull_cable(path, ctrl):
-    fd = os.open(path, os.O_RDWR)  # from another fd, as a cable pull comes from outside
-    try:
-        raw.s_ctrl(fd, ctrl, 1)
-    finally:
-        os.close(fd)
-
 
 def test_disconnect_stops_cleanly(vivid_path, vkms_path):
     from tests.vm.conftest import fd_count
     import gc
     gc.collect()
     fds = fd_count()
-    disconnect = _disconnect_ctrl(vivid_path)
+    disconnect = vivid.control_id(vivid_path, "Disconnect")
     fired = []
 
     def status(s):
         if not fired and s.frames_displayed >= 2:
-            _pull_cable(vivid_path, disconnect)
+            vivid.set_control(vivid_path, disconnect)
             fired.append(True)
 
     try:
@@ -61,7 +37,7 @@ def test_disconnect_stops_cleanly(vivid_path, vkms_path):
         gc.collect()
         assert fd_count() == fds, "file descriptors leaked"
     finally:
-        _reload_vivid()
+        vivid.reload()
     assert os.path.exists("/dev/video0")
 
 
@@ -71,12 +47,12 @@ def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_le
     while it is in use); the run must resume on the new device, verified by
     writeback, and leak nothing."""
     import threading
-    ctrl = _disconnect_ctrl(vivid_path)
+    ctrl = vivid.control_id(vivid_path, "Disconnect")
     state = {"pulled": False, "shown_at_return": None, "reload_error": None}
     p = None
 
     def reload_when_released():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + EVENT_WAIT_S
         while p.summary.disconnects == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         while time.monotonic() < deadline:
@@ -87,12 +63,12 @@ def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_le
             state["reload_error"] = "rmmod vivid kept failing: the old device is still in use"
             p.request_stop("test")
             return
-        subprocess.run(["modprobe", "vivid", *VIVID], check=True, capture_output=True)
+        subprocess.run(["modprobe", "vivid", *vivid.VIVID], check=True, capture_output=True)
 
     def status(s):
         if not state["pulled"] and s.frames_displayed >= 3:
             state["pulled"] = True
-            _pull_cable(vivid_path, ctrl)
+            vivid.set_control(vivid_path, ctrl)
         if s.reconnects and state["shown_at_return"] is None:
             state["shown_at_return"] = s.frames_displayed
         if state["shown_at_return"] is not None and s.frames_displayed >= state["shown_at_return"] + 15:
@@ -106,9 +82,9 @@ def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_le
     try:
         s = p.run()
     finally:
-        reloader.join(70)
+        reloader.join(EVENT_WAIT_S + 10)
         if not os.path.exists("/dev/video0"):
-            _reload_vivid()
+            vivid.reload()
     assert state["reload_error"] is None, state["reload_error"]
     assert s.stopped_by == "test"
     assert (s.disconnects, s.reconnects) == (1, 1)

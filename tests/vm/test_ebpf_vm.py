@@ -31,7 +31,11 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_p
     _need_capture()
     from sits._kernel import ioctl_number
     from sits.ebpf.probes import POINT_BY_NAME, Filters, ProbeSession
-    frames = 60
+    from sits.drm.card import Card
+    with Card.open(vkms_path) as card:
+        crtc_id = card.resources().crtcs[0]
+        writeback = [c for c in card.connectors() if c.name.startswith("Writeback-")][0]
+    frames = 40
     with ProbeSession(("v4l2", "drm", "fence", "ioctl"), filters=Filters(follow=True)) as s:
         for name in ("sits_vb2_qbuf", "sits_vb2_buf_done", "sits_vb2_dqbuf", "sits_drm_vblank",
                      "sits_drm_event_delivered", "sits_drm_atomic", "sits_drm_read_enter",
@@ -41,13 +45,16 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_p
         # sh execs the capture (same pid) with its summary sent to a file
         pid = s.spawn(["sh", "-c", 'exec "$@" > "$0"', str(summary), sys.executable, "-m", "sits.cli.app",
                        "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
-                       "--frames", str(frames), "--json"])
+                       "--format", "XR24", "--size", "640x480", "--frames", str(frames),
+                       "--verify", "--verify-every", "4", "--json"])
         status = os.waitpid(pid, 0)[1]
         rows, _ = s.collect()
         drops = s.drops()
+        fence_names = s.fence_names()
     assert os.waitstatus_to_exitcode(status) == 0
-    shown = json.loads(summary.read_text())["frames_displayed"]
-    assert shown >= frames // 2
+    result = json.loads(summary.read_text())
+    shown, written_back = result["frames_displayed"], result["verify"]["checked"]
+    assert shown >= 1 and written_back >= 1, result
 
     def count(point, key=None):
         pid_ = POINT_BY_NAME[point].id
@@ -68,4 +75,15 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_p
     assert max(h.quantile(0.5) for h in deliver) < 16.6e6
     # each flip event read() by the capture's event loop
     assert shown - 2 <= count("drm_event_read") <= shown + 3
+    # the commits' out-fences: each shown frame's commit got one on vkms's
+    # CRTC timeline, each writeback commit one on the writeback connector's;
+    # the fence probe saw each emitted by the capture and signalled, and no
+    # fence of any other timeline
+    signalled = {}
+    for k, h in rows.items():
+        if k.probe == POINT_BY_NAME["fence_signal"].id and k.pid == pid:
+            signalled[fence_names.get(k.key, f"unnamed context {k.key}")] = h.count
+    crtc_timeline = f"vkms:CRTC:{crtc_id}-crtc-0"
+    writeback_timeline = f"vkms:CONNECTOR:{writeback.id}-{writeback.name}"
+    assert signalled == {crtc_timeline: shown, writeback_timeline: written_back}, (signalled, result)
     assert all(v == 0 for v in drops.values()), f"drops: {drops}"

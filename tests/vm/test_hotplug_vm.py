@@ -4,6 +4,7 @@ import select
 import pytest
 
 from sits.pipeline.hotplug import HotplugMonitor
+from tests.vm.conftest import EVENT_WAIT_S
 
 pytestmark = pytest.mark.vm
 
@@ -16,11 +17,11 @@ def test_monitor_reports_a_video4linux_uevent(vivid_path, no_leaks):
             f.write("change")   # the kernel sends a synthetic "change" uevent
             f.flush()
             events = []
-            while not events and select.select([mon], [], [], 5)[0]:
+            while not events and select.select([mon], [], [], EVENT_WAIT_S)[0]:
                 events = mon.read()
         finally:
             mon.close()
-    assert events, "no uevent within 5 s"
+    assert events, f"no uevent within {EVENT_WAIT_S} s"
     e = events[0]
     assert (e.action, e.subsystem, e.devname) == ("change", "video4linux", vivid_path)
 
@@ -37,9 +38,9 @@ def test_monitor_ignores_other_subsystems(vivid_path, vkms_path):
         with open(card, "w") as f:
             f.write("change")
         events = []
-        while not events and select.select([mon], [], [], 5)[0]:
+        while not events and select.select([mon], [], [], EVENT_WAIT_S)[0]:
             events = mon.read()
     finally:
         mon.close()
-    assert events, "no drm uevent within 5 s"
+    assert events, f"no drm uevent within {EVENT_WAIT_S} s"
     assert {e.subsystem for e in events} == {"drm"}, events

@@ -92,14 +92,14 @@ class SlowConsumer(Consumer):
 
 
 def fd_leak_check(fn):
-    from tests.vm.conftest import dmabuf_count, fd_count
+    from tests.vm.conftest import EVENT_WAIT_S, dmabuf_count, fd_count
     import gc
     gc.collect()
     fds, bufs = fd_count(), dmabuf_count()
     out = fn()
     gc.collect()
     assert fd_count() == fds
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + EVENT_WAIT_S
     while dmabuf_count() != bufs and time.monotonic() < deadline:
         time.sleep(0.1)
     assert dmabuf_count() == bufs

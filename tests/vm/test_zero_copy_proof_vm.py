@@ -5,7 +5,8 @@ state); on the conversion path no capture dma-buf is attached to vkms and
 the plane shows vkms's own buffer."""
 import pytest
 
-from sits.pipeline.capture import CaptureOptions, build
+from sits.pipeline.capture import CaptureOptions
+from tests.vm.conftest import run_until
 
 pytestmark = pytest.mark.vm
 
@@ -37,8 +38,8 @@ def look_while_running(vivid_path, vkms_path, fmt, memory):
     def status(s):
         if s.frames_displayed >= 2 and not seen:
             seen["bufs"], seen["plane"] = dmabufs(), shown_plane()
-    s = build(CaptureOptions(device=vivid_path, card=vkms_path, format=fmt, size=(320, 180), frames=8,
-                             memory=memory, buffers=4), on_status=status, status_interval=0.05).run()
+    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format=fmt, size=(320, 180),
+                                 memory=memory, buffers=4), lambda s: bool(seen), on_status=status)
     assert seen, "nothing was shown while it ran"
     return s, seen
 

@@ -34,11 +34,12 @@ from typing import IO, Iterable, Mapping, Sequence
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
-EXIT_TIMEOUT = 124  # the command (or the whole run) outlived `timeout`
+EXIT_TIMEOUT = 124  # the command outlived `timeout`, or was silent for `idle_timeout`
 EXIT_VM = 125  # setup missing, VM did not boot, guest setup failed, VM died
 
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_BOOT_TIMEOUT = 180.0  # ~16 s under TCG on 2 cores; slack for a busy CI
+VNG_EXIT_S = 60.0  # from vng closing its output to its exit
 BOOT_RETRIES = 2  # boots that die before the guest starts (a TCG race, see README)
 DIED_BEFORE_BOOT = "VM exited before booting"  # Result.error of such a boot
 CONSOLE_TAIL = 20
@@ -142,7 +143,8 @@ def _job_script(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
 def run_in_vm(
     command: Sequence[str] | str,
     *,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    idle_timeout: float | None = None,
     boot_timeout: float = DEFAULT_BOOT_TIMEOUT,
     rwdirs: Iterable[str | os.PathLike] = (),
     cwd: str | os.PathLike | None = None,
@@ -154,7 +156,10 @@ def run_in_vm(
     """Boot the VM, run `command` (argv list, or a string for `sh -c`) in it.
 
     `echo`, when given, receives the command's output as it arrives (the CLI
-    passes sys.stdout). Never raises for VM trouble: returncode is then
+    passes sys.stdout). `timeout` bounds the whole run (None: no bound);
+    `idle_timeout` bounds the time the running command may go without
+    writing anything -- a bound on a stall rather than on the work, so that
+    a slow or busy host only makes the run longer. Never raises for VM trouble: returncode is then
     EXIT_TIMEOUT or EXIT_VM and `error` says what happened in one line.
     """
     start = time.monotonic()
@@ -200,7 +205,8 @@ def run_in_vm(
         # vng runs virtme-run from its own venv; its temp files go to `job`.
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
         host_env["TMPDIR"] = job
-        result = _supervise(vng_argv, host_env, start, timeout, boot_timeout, echo)
+        limits = (timeout, idle_timeout, boot_timeout)
+        result = _supervise(vng_argv, host_env, start, limits, echo)
         for _ in range(BOOT_RETRIES):
             if not (result.returncode == EXIT_VM and result.error
                     and result.error.startswith(DIED_BEFORE_BOOT)):
@@ -212,7 +218,7 @@ def run_in_vm(
             oops = _first_oops(first.console)
             if echo is not None:
                 echo.write(f"sits-vm: boot failed ({oops or first.error}); booting once more\n")
-            result = _supervise(vng_argv, host_env, time.monotonic(), timeout, boot_timeout, echo)
+            result = _supervise(vng_argv, host_env, time.monotonic(), limits, echo)
             result.console = first.console + result.console
             result.boot_retry = oops or first.error
         if result.error and result.boot_s is None:
@@ -224,7 +230,8 @@ def run_in_vm(
         shutil.rmtree(job, ignore_errors=True)
 
 
-def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
+def _supervise(argv, env, start, limits, echo) -> Result:
+    timeout, idle_timeout, boot_timeout = limits
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,  # a tty stdin would be put in raw mode by QEMU
@@ -247,13 +254,19 @@ def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
     sel.register(proc.stderr, selectors.EVENT_READ)
     error = None
     code = None
+    last_output = start  # the command's latest output (or its start)
     try:
         while sel.get_map():
             now = time.monotonic()
             if state["run"] is None and now - start > boot_timeout:
                 error, code = f"VM did not boot within {boot_timeout:.0f} s", EXIT_VM
                 break
-            if now - start > timeout:
+            quiet_since = max(last_output, start + (state["run"] or 0.0))
+            if state["run"] is not None and idle_timeout and now - quiet_since > idle_timeout:
+                error = f"the command wrote nothing for {idle_timeout:.0f} s; VM killed"
+                code = EXIT_TIMEOUT
+                break
+            if timeout and now - start > timeout:
                 if state["run"] is not None:
                     error = f"command timed out after {timeout:.0f} s; VM killed"
                 else:
@@ -267,6 +280,7 @@ def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
                     continue
                 text = decoders[key.fileobj].decode(data)
                 if key.fileobj is proc.stdout:
+                    last_output = time.monotonic()
                     out.append(text)
                     if echo is not None:
                         echo.write(text)
@@ -279,9 +293,9 @@ def _supervise(argv, env, start, timeout, boot_timeout, echo) -> Result:
                     _scan(line, state, start)
         if code is None:
             try:  # both pipes closed: vng is exiting
-                proc.wait(max(1.0, timeout - (time.monotonic() - start)))
+                proc.wait(VNG_EXIT_S)
             except subprocess.TimeoutExpired:
-                error, code = f"vng did not exit within {timeout:.0f} s", EXIT_TIMEOUT
+                error, code = f"vng did not exit within {VNG_EXIT_S:.0f} s of closing its output", EXIT_TIMEOUT
     finally:
         sel.close()
         # Also on Ctrl-C or any error here: QEMU is in its own session and
@@ -371,7 +385,10 @@ def main(args: Sequence[str] | None = None) -> int:
         epilog=f"Exit: the command's status; {EXIT_TIMEOUT} timeout; {EXIT_VM} setup missing, "
         "VM did not boot, guest setup failed or VM died.",
     )
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds for the whole run (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help="seconds for the whole run, 0 for no bound (default %(default)s)")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="S",
+                   help="seconds the command may write nothing before the VM is killed (default: no bound)")
     p.add_argument("--boot-timeout", type=float, default=DEFAULT_BOOT_TIMEOUT, help="seconds until the guest is up (default %(default)s)")
     p.add_argument("--rwdir", action="append", default=[], metavar="DIR", help="host directory the guest may write (repeatable)")
     p.add_argument("--memory", default="2G")
@@ -392,7 +409,8 @@ def main(args: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, stop)
 
     r = run_in_vm(
-        command, timeout=ns.timeout, boot_timeout=ns.boot_timeout, rwdirs=ns.rwdir,
+        command, timeout=ns.timeout or None, idle_timeout=ns.idle_timeout, boot_timeout=ns.boot_timeout,
+        rwdirs=ns.rwdir,
         env=env, memory=ns.memory, cpus=ns.cpus, echo=sys.stdout,
     )  # fmt: skip
     if ns.console:

@@ -1,0 +1,38 @@
+"""tools/vm/sitsvm.py stops a VM run on a stall (no output for the idle
+bound), not on its length: a stand-in for vng speaks the guest protocol."""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "vm"))
+try:
+    import sitsvm
+finally:
+    sys.path.pop(0)
+
+GUEST = """
+echo 'sits-vm-guest: up' >&2
+echo 'sits-vm-guest: run' >&2
+{body}
+echo 'sits-vm-guest: exit 0' >&2
+"""
+
+
+def supervise(body, *, timeout=None, idle_timeout=None):
+    import time
+    argv = ["sh", "-c", GUEST.format(body=body)]
+    return sitsvm._supervise(argv, dict(os.environ), time.monotonic(), (timeout, idle_timeout, 30.0), None)
+
+
+def test_a_run_longer_than_the_idle_bound_that_keeps_writing_goes_on():
+    # 50 lines 50 ms apart: 2.5 s in all, each gap far under the 1.5 s bound
+    r = supervise("i=0; while [ $i -lt 50 ]; do echo tick $i; i=$((i+1)); sleep 0.05; done", idle_timeout=1.5)
+    assert r.error is None and r.returncode == 0, r.error
+    assert r.output.count("tick") == 50
+
+
+def test_a_silent_command_is_stopped_by_the_idle_bound():
+    # the total bound is only a backstop here: the idle bound must come first
+    r = supervise("echo started; exec sleep 600", timeout=20, idle_timeout=1.0)
+    assert r.returncode == sitsvm.EXIT_TIMEOUT
+    assert "wrote nothing for 1 s" in r.error and "started" in r.output
