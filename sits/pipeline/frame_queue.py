@@ -9,12 +9,16 @@ objects with leases; while the queue owns a device, a Frame's last lease
 going comes here (`release()`, CaptureDevice.queue_owner) and C requeues
 the buffer once the display no longer holds it either.
 """
+import collections
+
 from sits._kernel import ffi, lib
+from sits.ebpf.histogram import Histogram
 from sits.errors import DeviceError, IoctlError, KernelCallError, UsageError
 from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
 SAMPLES = 2048   # latency samples between two drains (a drain is every call)
+CUDA_SAMPLES = 100_000   # the C CUDA path's latency window (CudaConsumer's latency_samples)
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
@@ -45,10 +49,13 @@ class FrameQueue:
         L.hand_back_displayed = -1
         self.device = None
         self.frames: dict[int, Frame] = {}   # buffers Python's consumers hold
-        self.latencies: list[float] = []
-        self.submit_ms: list[float] = []
-        self.cuda_latencies: list[float] = []   # capture -> done on the GPU, frames converted in C
-        self.cuda_release_ms: list[float] = []  # done on the GPU -> the buffer released
+        # Bounded however long the run: whole-run histograms (log-linear,
+        # quantiles within 1/16) of capture -> on screen and dequeue ->
+        # commit; the CUDA consumer's windows of its last samples, as its own.
+        self.latency = Histogram()
+        self.submit = Histogram()
+        self.cuda_latencies: collections.deque = collections.deque(maxlen=CUDA_SAMPLES)  # capture -> done on the GPU
+        self.cuda_release_ms: collections.deque = collections.deque(maxlen=CUDA_SAMPLES)  # done -> released
         self.c_commits = 0     # commits made inside run(): the C loop's share
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to
@@ -224,10 +231,14 @@ class FrameQueue:
     def _drain(self, code: int) -> int:
         L = self.L
         if L.latency_n:
-            self.latencies.extend(ffi.unpack(self._latency, L.latency_n))
+            add = self.latency.add
+            for ms in ffi.unpack(self._latency, L.latency_n):
+                add(int(ms * 1e6))
             L.latency_n = 0
         if L.submit_n:
-            self.submit_ms.extend(ffi.unpack(self._submit, L.submit_n))
+            add = self.submit.add
+            for ms in ffi.unpack(self._submit, L.submit_n):
+                add(int(ms * 1e6))
             L.submit_n = 0
         if L.cuda_latency_n:
             self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))

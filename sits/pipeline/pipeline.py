@@ -27,7 +27,7 @@ from sits._kernel import lib
 from sits.errors import DeviceError, SitsError, UsageError
 from sits.pipeline.consumer import PipelineContext, Port
 from sits.pipeline.frame_queue import FrameQueue, QueueError
-from sits.pipeline.stats import Summary, percentiles
+from sits.pipeline.stats import Summary, histogram_percentiles
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
@@ -488,8 +488,8 @@ class Pipeline:
             st.buffer_errors += L.buffer_errors
             st.requeue_errors += L.requeue_errors
             gaps += L.sequence_gaps
-            s.latency_ms = percentiles(q.latencies)
-            s.dequeue_to_commit_ms = percentiles(q.submit_ms)
+            s.latency_ms = histogram_percentiles(q.latency)
+            s.dequeue_to_commit_ms = histogram_percentiles(q.submit)
             s.c_loop_commits = q.c_commits
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)

@@ -65,3 +65,11 @@ def percentiles(values: list[float]) -> dict:
         hi = min(lo + 1, len(a) - 1)
         out[f"p{q}"] = round(a[lo] + (a[hi] - a[lo]) * (pos - lo), 3)
     return out
+
+
+def histogram_percentiles(h) -> dict:
+    """p50/p95/p99 in ms of a Histogram of ns (sits/ebpf/histogram.py), as
+    percentiles() gives them for a list: a run's own figures, in memory
+    that does not grow with the run."""
+    from sits.journey.stats import quantiles_ms
+    return quantiles_ms(h, (50, 95, 99))

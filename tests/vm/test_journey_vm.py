@@ -104,7 +104,7 @@ def test_gstreamer_frames_are_followed_to_the_screen(io_mode, tmp_path, vivid_pa
     # kmssink with sync=false shows every frame it gets (no QoS drops)
     cmd = ["gst-launch-1.0", "-q", "v4l2src", f"device={vivid_path}", f"io-mode={io_mode}",
            f"num-buffers={FRAMES}", "!", "video/x-raw,format=BGRx,width=320,height=180", "!",
-           "kmssink", f"driver-name=vkms", "sync=false"]
+           "kmssink", "driver-name=vkms", "sync=false"]
     rep, kernel = follow(tmp_path, cmd, name=f"gst-{io_mode}")
     assert len(kernel) >= FRAMES - 8    # (the source's last buffers can end with the pipeline)
     shown = [r for r in kernel if r["scanout_ns"] is not None]
