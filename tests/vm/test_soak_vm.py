@@ -64,9 +64,15 @@ def test_long_run_verified_with_fds_dmabufs_and_rss_flat(vivid_path, vkms_path, 
     assert s.verify["mismatched"] == 0 and s.verify["checked"] >= s.frames_displayed // 100, s.verify
     assert len(samples) == len(marks), samples
     frames, fds, bufs, rss = zip(*samples)
-    assert len(set(fds)) == 1, f"fds moved after frame {FLAT_FROM}: {samples}"
+    # --verify maps a capture buffer the first time it reads one, once:
+    # Python's mmap keeps a dup of its fd, and the pages read count in RSS;
+    # so each of the 4 buffers may add one fd and its size once, no more
+    # (a leak per verified frame would be one per 100 frames)
+    mapped_kb = 4 * 640 * 480 * 4 // 1024
+    assert sorted(fds) == list(fds) and fds[-1] - fds[0] <= 4, f"fds moved after frame {FLAT_FROM}: {samples}"
     assert len(set(bufs)) == 1, f"dma-bufs moved after frame {FLAT_FROM}: {samples}"
-    assert rss[-1] - rss[0] <= RSS_GROWTH_KB, f"RSS grew {rss[-1] - rss[0]} kB after frame {FLAT_FROM}: {samples}"
+    assert rss[-1] - rss[0] <= RSS_GROWTH_KB + mapped_kb, \
+        f"RSS grew {rss[-1] - rss[0]} kB after frame {FLAT_FROM}: {samples}"
 
 
 @pytest.mark.timeout(0 if LONG else 900)

@@ -9,7 +9,9 @@ drained every 0.1 s into the statistics), alternating, in one run. Per
 captured frame: the pipeline's own CPU (its rusage) alone and followed,
 the follower's user-space CPU (this process's rusage while it follows)
 and the journey programs' kernel time (BPF run-time statistics), then
-what following adds in all, against issue 11's 20 us a frame.
+what following adds in all, against issue 11's 20 us a frame; and how far
+the kernel's time of each stage is from the one sits records itself
+(`--timeline`) for the same frame.
 """
 import argparse
 import json
@@ -23,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from sits.ebpf.probes import Filters, ProbeSession  # noqa: E402
+from sits.journey import record  # noqa: E402
 from sits.journey.kernel import KernelJourney  # noqa: E402
 from sits.journey.stats import Journey  # noqa: E402
 
@@ -41,32 +44,40 @@ def cpu_s(ru) -> float:
 
 def alone(args) -> dict:
     # through sh as when followed (spawn_to), so that both count the same
-    p = subprocess.Popen(["sh", "-c", " ".join(capture_cmd(args))], stdout=subprocess.PIPE, text=True)
+    # with --timeline as when followed, whose records are compared
+    timeline = f"/tmp/journey-bench-alone-{os.getpid()}.ndjson"
+    p = subprocess.Popen(["sh", "-c", " ".join(capture_cmd(args) + ["--timeline", timeline])],
+                         stdout=subprocess.PIPE, text=True)
     out = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
+    os.unlink(timeline)
     s = json.loads(out)
     return {"frames": s["frames_captured"], "pipeline_cpu_s": cpu_s(ru)}
 
 
 def followed(args) -> dict:
     session = ProbeSession(("frames",), filters=Filters(follow=True), stats=True).start()
+    timeline = f"/tmp/journey-bench-{os.getpid()}.ndjson"
+    kernel = []
     try:
         reader, journey = KernelJourney(session), Journey()
         r, w = os.pipe()
         before = resource.getrusage(resource.RUSAGE_SELF)
-        pid = spawn_to(session, capture_cmd(args), w)
+        pid = spawn_to(session, capture_cmd(args) + ["--timeline", timeline], w)
         os.close(w)
         records = 0
         while True:
             done, status, ru = os.wait4(pid, os.WNOHANG)
             for rec in reader.drain():
                 journey.add(rec)
+                kernel.append(rec)
                 records += 1
             if done:
                 break
             time.sleep(DRAIN_S)
         for rec in reader.drain() + reader.flush():
             journey.add(rec)
+            kernel.append(rec)
             records += 1
         after = resource.getrusage(resource.RUSAGE_SELF)
         out = os.read(r, 1 << 20).decode()
@@ -76,8 +87,25 @@ def followed(args) -> dict:
         reader.close()
     finally:
         session.close()
+    own = record.read(timeline)
+    os.unlink(timeline)
     return {"frames": s["frames_captured"], "records": records, "pipeline_cpu_s": cpu_s(ru),
-            "follower_cpu_s": cpu_s(after) - cpu_s(before), "bpf_s": bpf_ns / 1e9}
+            "follower_cpu_s": cpu_s(after) - cpu_s(before), "bpf_s": bpf_ns / 1e9,
+            "agreement_ms": agreement(kernel, own)}
+
+
+def agreement(kernel: list[dict], own: list[dict]) -> dict:
+    """Per stage, how far the kernel's time of a frame is from sits' own
+    record of it (|kernel - sits|, ms: p50, p95, max), frames paired in
+    capture order."""
+    out = {}
+    for stage in record.STAGES[:6]:
+        d = sorted(abs(k[f"{stage}_ns"] - o[f"{stage}_ns"]) / 1e6 for k, o in zip(kernel, own)
+                   if k[f"{stage}_ns"] is not None and o[f"{stage}_ns"] is not None)
+        if d:
+            out[stage] = {"p50": round(d[len(d) // 2], 3), "p95": round(d[int(0.95 * (len(d) - 1))], 3),
+                          "max": round(d[-1], 3), "frames": len(d)}
+    return out
 
 
 def spawn_to(session, cmd, w) -> int:
@@ -109,7 +137,9 @@ def main() -> int:
         print(f"rep {rep}: pipeline {row['pipeline_us_alone']:.0f} us/frame alone, "
               f"{row['pipeline_us_followed']:.0f} followed (BPF {row['bpf_us']:.1f} of it); follower "
               f"{row['follower_us']:.1f}; added {row['added_us']:.1f} us/frame "
-              f"({f['records']} records of {f['frames']} frames)", flush=True)
+              f"({f['records']} records of {f['frames']} frames); kernel vs sits' own record, ms: "
+              + ", ".join(f"{k} p50 {v['p50']} p95 {v['p95']} max {v['max']}" for k, v in f["agreement_ms"].items()),
+              flush=True)
     med = sorted(r["added_us"] for r in rows)[len(rows) // 2]
     print(f"added CPU a frame followed, median of {len(rows)}: {med:.1f} us (target {TARGET_US:g} us: "
           f"{'met' if med <= TARGET_US else 'missed'})")

@@ -1,11 +1,9 @@
 """`sits probe audit`: record for a while, or while a command runs, then report."""
-import contextlib
 import os
-import signal
 import sys
 import time
 
-from sits.cli.probe.common import probe_session, rows_table, stop_signals
+from sits.cli.probe.common import probe_session, rows_table, stop_child, stop_signals
 from sits.errors import UsageError
 
 
@@ -89,10 +87,8 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
                 stream_file.close()
             session.close()
             if child is not None:  # the duration ended first: stop the command
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child, signal.SIGTERM)
-                _, status = os.waitpid(child, 0)
-                report and report.update(exit_code=os.waitstatus_to_exitcode(status))
+                code = stop_child(child)
+                report and report.update(exit_code=code)
     if report is None:
         return
     if as_json:

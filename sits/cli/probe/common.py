@@ -48,6 +48,14 @@ def stop_signals():
             signal.signal(s, h)
 
 
+def stop_child(pid: int) -> int:
+    """SIGTERM a followed command that outlived the duration; its exit code."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def groups(probes: str | None) -> tuple[str, ...]:
     """--probes a,b as groups; every group when not given."""
     from sits.ebpf.points import DEFAULT_GROUPS

@@ -1,13 +1,11 @@
 """`sits probe frames`: every frame's journey from the sensor to the screen,
 timed by the kernel, for any V4L2 -> KMS pipeline (sits, GStreamer,
 libcamera's cam): a live view, or a report at the end."""
-import contextlib
 import os
-import signal
 import sys
 import time
 
-from sits.cli.probe.common import probe_session, stop_signals
+from sits.cli.probe.common import probe_session, stop_child, stop_signals
 from sits.errors import SitsError, UsageError
 
 #: seconds between ring drains: the programs submit without waking us
@@ -110,10 +108,7 @@ def _follow(session, writer, command, duration, display_latency_ms, interval, li
             view.close()
         session.close()
         if child is not None:  # the duration ended first: stop the command
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGTERM)
-            _, status = os.waitpid(child, 0)
-            exit_code = os.waitstatus_to_exitcode(status)
+            exit_code = stop_child(child)
     if report is not None:
         report["exit_code"] = exit_code
         if writer is not None:
