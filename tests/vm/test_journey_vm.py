@@ -15,13 +15,13 @@ pytestmark = pytest.mark.vm
 
 SITS = [sys.executable, "-m", "sits.cli.app"]
 FRAMES = 300
-#: Frames whose stages may be out of order. Unloaded runs had none (300 of
-#: 300, sits' and GStreamer's). With a second VM beside them 1-2 of 300 had
-#: one: for sits, a scanout before its commit began -- the kernel's own
-#: vblank timestamp (vkms stamps a vblank with its timer's expiry, and a
-#: timer interrupt run late completes a commit made after that expiry; sits'
-#: flip event carries the same time); for GStreamer a commit before the
-#: dequeue it was joined to, not explained yet. Bounded here, not hidden.
+#: GStreamer's frames whose commit is before the dequeue they were joined
+#: to: none in unloaded runs, 1 of 300 with a second VM beside it; not
+#: explained yet, so bounded here rather than hidden. (sits' own frames are
+#: held to sits' records instead. There a scanout can come before its
+#: commit began, in 1-2% of frames, because vkms stamps a vblank with its
+#: timer's expiry, and a timer interrupt that runs late completes a commit
+#: made after that expiry. sits' flip event carries the same time.)
 DISORDER_ALLOWED = 0.01
 #: stages whose time both sides take from the same kernel value (the V4L2
 #: timestamp, the vblank's): equal, to sits' microseconds
@@ -68,7 +68,6 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
     # sequence number: order, buffer and sequence together are the identity)
     assert [(r["sequence"], r["buffer"]) for r in kernel] == [(r["sequence"], r["buffer"]) for r in own]
     copied = fmt == "YUYV"   # vkms cannot scan out YUYV: sits converts into a buffer of its own
-    disorder = []
     for k, mine in zip(kernel, own):
         assert k["copied"] == copied == mine["copied"]
         for stage in record.STAGES[:6]:
@@ -80,10 +79,14 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
                 assert abs(a - b) < 1000, (stage, a - b, k, mine)
             else:                  # the kernel's inside the ioctl, sits' on the side it said
                 assert (a >= b) if stage == "committed" else (a <= b), (stage, a - b, k, mine)
-        reached = [k[f"{st}_ns"] for st in record.STAGES[1:6] if k[f"{st}_ns"] is not None]
-        if not copied and reached != sorted(reached):  # (a copy's buffer can go back before it is shown)
-            disorder.append(k)
-    assert len(disorder) <= DISORDER_ALLOWED * FRAMES, disorder[:3]
+        # the order the join makes; scanout and replaced are the kernel's
+        # vblank stamps, held to sits' above (see DISORDER_ALLOWED)
+        if k["committed_ns"] is not None:
+            assert k["dequeued_ns"] <= k["committed_ns"], k
+        if k["replaced_ns"] is not None:
+            assert k["scanout_ns"] <= k["replaced_ns"], k
+            if not copied:  # (a copy's buffer can go back before the copy is shown)
+                assert k["requeued_ns"] is None or k["replaced_ns"] <= k["requeued_ns"], k
 
     # every displayed frame joined, and drops as sits counted them, by cause
     shown = [r for r in kernel if r["scanout_ns"] is not None]
