@@ -40,10 +40,13 @@ def follow(tmp_path, command, name="run"):
                         "--", *command], capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr
     rep = json.loads(report.read_text())
+    # a record is streamed when its frame's journey ends: a dropped frame's
+    # before the one on screen's, so capture order is the dequeue order
+    records = sorted(record.read(str(stream)), key=lambda r: r["dequeued_ns"])
     assert rep["exit_code"] == 0, rep
     assert rep["untimed"] == {}, rep["untimed"]
     assert not any(rep["frames"]["lost"].values()), rep["frames"]["lost"]
-    return rep, record.read(str(stream))
+    return rep, records
 
 
 def sits_capture(tmp_path, vivid_path, vkms_path, *extra):

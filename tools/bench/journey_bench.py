@@ -43,7 +43,7 @@ def cpu_s(ru) -> float:
 
 
 def alone(args) -> dict:
-    # through sh as when followed (spawn_to), so that both count the same
+    # through sh as when followed, so that both count the same
     # with --timeline as when followed, whose records are compared
     timeline = f"/tmp/journey-bench-alone-{os.getpid()}.ndjson"
     p = subprocess.Popen(["sh", "-c", " ".join(capture_cmd(args) + ["--timeline", timeline])],
@@ -61,10 +61,9 @@ def followed(args) -> dict:
     kernel = []
     try:
         reader, journey = KernelJourney(session), Journey()
-        r, w = os.pipe()
+        summary = f"/tmp/journey-bench-{os.getpid()}.json"
         before = resource.getrusage(resource.RUSAGE_SELF)
-        pid = spawn_to(session, capture_cmd(args) + ["--timeline", timeline], w)
-        os.close(w)
+        pid = session.spawn(["sh", "-c", " ".join(capture_cmd(args) + ["--timeline", timeline]) + f" > {summary}"])
         records = 0
         while True:
             done, status, ru = os.wait4(pid, os.WNOHANG)
@@ -80,14 +79,16 @@ def followed(args) -> dict:
             kernel.append(rec)
             records += 1
         after = resource.getrusage(resource.RUSAGE_SELF)
-        out = os.read(r, 1 << 20).decode()
-        os.close(r)
+        with open(summary) as fo:
+            out = fo.read()
+        os.unlink(summary)
         bpf_ns = sum(p["run_time_ns"] for p in session.program_stats() if p["program"].startswith("sits_journey"))
         s = json.loads(out)
         reader.close()
     finally:
         session.close()
     own = record.read(timeline)
+    kernel.sort(key=lambda r: r["dequeued_ns"])   # streamed as journeys end, not in capture order
     os.unlink(timeline)
     return {"frames": s["frames_captured"], "records": records, "pipeline_cpu_s": cpu_s(ru),
             "follower_cpu_s": cpu_s(after) - cpu_s(before), "bpf_s": bpf_ns / 1e9,
@@ -106,13 +107,6 @@ def agreement(kernel: list[dict], own: list[dict]) -> dict:
             out[stage] = {"p50": round(d[len(d) // 2], 3), "p95": round(d[int(0.95 * (len(d) - 1))], 3),
                           "max": round(d[-1], 3), "frames": len(d)}
     return out
-
-
-def spawn_to(session, cmd, w) -> int:
-    """`cmd` traced from its first instruction, its stdout to the fd `w`
-    (its summary is small: it fits the pipe)."""
-    os.set_inheritable(w, True)
-    return session.spawn(["sh", "-c", " ".join(cmd) + f" 1>&{w}"])
 
 
 def main() -> int:
