@@ -57,7 +57,7 @@ from typing import Callable
 from sits.cuda.formats import ALIASES, FORMATS, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
-from sits.pipeline.stats import percentiles
+from sits.pipeline.stats import CUDA_LATENCY_WINDOW, percentiles
 
 INGESTS = ("copy", "direct")
 H2D = 1             # cudaMemcpyHostToDevice
@@ -120,7 +120,7 @@ class CudaConsumer(Consumer):
                  resize: str = "auto", crop=None, letterbox: bool = False, max_batch: int = 1,
                  latency_budget_s: float | None = None, on_batch: Callable | None = None,
                  ingest: str = "copy", staged: bool = False, probe: dict | None = None,
-                 stop_timeout_s: float = 2.0, latency_samples: int = 100_000, schedule: str | None = None,
+                 stop_timeout_s: float = 2.0, latency_samples: int = CUDA_LATENCY_WINDOW, schedule: str | None = None,
                  name: str | None = None):
         if ingest not in INGESTS:
             raise UsageError(f"ingest {ingest!r} is not one of {', '.join(INGESTS)}")

@@ -14,11 +14,11 @@ import collections
 from sits._kernel import ffi, lib
 from sits.ebpf.histogram import Histogram
 from sits.errors import DeviceError, IoctlError, KernelCallError, UsageError
+from sits.pipeline.stats import CUDA_LATENCY_WINDOW
 from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
 SAMPLES = 2048   # latency samples between two drains (a drain is every call)
-CUDA_SAMPLES = 100_000   # the C CUDA path's latency window (CudaConsumer's latency_samples)
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
@@ -54,8 +54,8 @@ class FrameQueue:
         # commit; the CUDA consumer's windows of its last samples, as its own.
         self.latency = Histogram()
         self.submit = Histogram()
-        self.cuda_latencies: collections.deque = collections.deque(maxlen=CUDA_SAMPLES)  # capture -> done on the GPU
-        self.cuda_release_ms: collections.deque = collections.deque(maxlen=CUDA_SAMPLES)  # done -> released
+        self.cuda_latencies: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # capture -> done on the GPU
+        self.cuda_release_ms: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # done -> released
         self.c_commits = 0     # commits made inside run(): the C loop's share
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to

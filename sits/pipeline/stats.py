@@ -1,6 +1,10 @@
 """What a pipeline run reports: the summary and its percentiles."""
 from dataclasses import dataclass, field
 
+#: the last samples a CUDA latency report is taken over (CudaConsumer's
+#: window, and the frame queue's for the conversions it runs in C)
+CUDA_LATENCY_WINDOW = 100_000
+
 
 @dataclass
 class Summary:
