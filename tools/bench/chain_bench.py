@@ -23,13 +23,18 @@ the CPU nothing) and go through the pipeline's loop to a tensor-ready
   colour conversion, antialiased resize, normalisation in PyTorch ops ->
   synchronize (its memfd buffers are not registered: a user's are not).
 
+First the machine's floor: tools/bench/wake_floor.c, a timerfd wake-up a
+frame in C with nothing else (on a sandboxed kernel a wake-up alone costs
+tens of µs), printed beside each path's CPU.
+
 Per case (after a warm-up run): capture -> tensor-ready latency p50/p99
 (V4L2 timestamp, i.e. the tick the frame landed on, to the batch's work
 done: the clock of the host function that runs right after it on the
 stream, CLOCK_MONOTONIC; `release_ms` is how much later the loop released
 the leases; PyTorch's: to its synchronize() returning) and host CPU per
-frame (process CPU time, every thread: the loop, CUDA's, the host
-functions', between the 10th and the last frame taken; by thread in
+frame (process CPU time, every thread: the loop's, CUDA's; the difference
+between a run of a quarter of the time and the full run, so that set-up and
+teardown cancel and nothing samples the loop; by thread in
 `cpu_us_per_frame_by_thread`; with the run's set-up and teardown in
 `cpu_us_per_frame_with_setup`), then the ratios against PyTorch and the
 issue's targets.
@@ -104,60 +109,6 @@ def thread_cpu_ns() -> dict:
     return out
 
 
-class SteadyCpu:
-    """Process CPU time between the frames a consumer takes, past the first
-    `skip` (set-up and warm-up stay out of the figure); each thread's share
-    between frame `skip` and frame `upto`; and the wall time the loop's
-    thread spends in the consumer's take() and completion handler."""
-
-    def __init__(self, consumer, skip: int = 10, upto: int | None = None):
-        self.marks = []
-        self.skip, self.upto = skip, upto
-        self.threads = []
-        self.in_take = self.in_completions = 0.0
-        take = consumer.take
-
-        def timed_take(frame, lease):
-            n = len(self.marks)
-            if n == skip or n == upto:
-                self.threads.append(thread_cpu_ns())
-            self.marks.append(time.process_time())
-            t = time.perf_counter()
-            take(frame, lease)
-            if n >= skip:
-                self.in_take += time.perf_counter() - t
-        consumer.take = timed_take
-        completions = getattr(consumer, "_on_completions", None)
-        if completions is not None:  # CudaConsumer: hooked before start() hands it to the loop
-            def timed_completions():
-                t = time.perf_counter()
-                completions()
-                if len(self.marks) > skip:
-                    self.in_completions += time.perf_counter() - t
-            consumer._on_completions = timed_completions
-
-    def us_per_frame(self) -> float | None:
-        m = self.marks[self.skip:]
-        return round(1e6 * (m[-1] - m[0]) / (len(m) - 1), 1) if len(m) > 1 else None
-
-    def consumer_us(self) -> dict:
-        n = max(1, len(self.marks) - self.skip)
-        return {"take": round(1e6 * self.in_take / n, 1), "completions": round(1e6 * self.in_completions / n, 1)}
-
-    def per_thread(self) -> dict | None:
-        """us a frame by thread name ("main": the loop's), frames skip..upto."""
-        if len(self.threads) < 2:
-            return None
-        (a, b), frames = self.threads, self.upto - self.skip
-        main = os.getpid()
-        out: dict[str, float] = {}
-        for tid, (name, ns) in b.items():
-            spent = ns - a.get(tid, (name, 0))[1]
-            key = "main" if tid == main else name
-            out[key] = out.get(key, 0.0) + spent / 1e3 / frames
-        return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.1}
-
-
 class QueueOnly(Consumer):
     """No consumer at work: the frame queue's C takes each tick and queues
     the buffer again (the floor of the C path's CPU)."""
@@ -204,59 +155,50 @@ def make_consumer(code: str, fps: float, kind: str):
     return CudaConsumer(SPEC, ingest=ingest, schedule=schedule, on_batch=on_batch)
 
 
-class StatusCpu:
-    """Process and per-thread CPU sampled from the pipeline's status
-    callback, as (frames captured, CPU) pairs: a consumer that works inside
-    the frame queue sees no take() to time."""
+def thread_cpu_by_name(before: dict, after: dict) -> dict:
+    """ns on a CPU between two thread_cpu_ns() snapshots, by thread name
+    ("main": the loop's thread)."""
+    main, out = os.getpid(), {}
+    for tid, (name, ns) in after.items():
+        key = "main" if tid == main else name
+        out[key] = out.get(key, 0) + ns - before.get(tid, (name, 0))[1]
+    return out
 
-    def __init__(self):
-        self.samples = []
 
-    def __call__(self, summary) -> None:
-        self.samples.append((summary.frames_captured, time.process_time(), thread_cpu_ns()))
-
-    def _window(self, skip: int, upto: int):
-        inside = [x for x in self.samples if skip <= x[0] <= upto]
-        return (inside[0], inside[-1]) if len(inside) >= 2 and inside[-1][0] > inside[0][0] else None
-
-    def us_per_frame(self, skip: int, upto: int) -> float | None:
-        w = self._window(skip, upto)
-        return round(1e6 * (w[1][1] - w[0][1]) / (w[1][0] - w[0][0]), 1) if w else None
-
-    def per_thread(self, skip: int, upto: int) -> dict | None:
-        w = self._window(skip, upto)
-        if not w:
-            return None
-        (fa, _, a), (fb, _, b) = w
-        main, out = os.getpid(), {}
-        for tid, (name, ns) in b.items():
-            key = "main" if tid == main else name
-            out[key] = out.get(key, 0.0) + (ns - a.get(tid, (name, 0))[1]) / 1e3 / (fb - fa)
-        return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.1}
+def timed_run(cam, consumer, seconds: float):
+    """One run with nothing sampling it (no status callback: a library
+    user's run): its summary, process CPU seconds and threads' CPU."""
+    threads0, cpu0 = thread_cpu_ns(), time.process_time()
+    summary = pipeline_for(cam, [consumer]).run(duration=seconds)
+    cpu = time.process_time() - cpu0
+    return summary, cpu, thread_cpu_by_name(threads0, thread_cpu_ns())
 
 
 def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
+    """CPU per frame is the difference between a short run and a long one
+    (both with the same set-up, start and teardown, which cancel): the
+    steady state with every thread's share, and nothing in the loop to
+    measure it (a sampler in the loop costs more than a frame here)."""
     cam = SyntheticCamera(code, (W, H), fps=fps, buffers=12 if kind == "dynamic" else 4)
     try:
         # Warm-up with a consumer of its own: kernels compiled, allocators and cuDNN ready.
         pipeline_for(cam, [make_consumer(code, fps, kind)]).run(duration=0.3)
+        short, short_cpu, short_threads = timed_run(cam, make_consumer(code, fps, kind), seconds / 4)
+        t0 = time.monotonic()
         consumer = make_consumer(code, fps, kind)
-        upto = int(0.9 * fps * seconds)
-        cpu = SteadyCpu(consumer, upto=upto)
-        status = StatusCpu()
-        cpu0, t0 = time.process_time(), time.monotonic()
-        p = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.25)
-        summary = p.run(duration=seconds)
-        cpu_run, wall = time.process_time() - cpu0, time.monotonic() - t0
+        summary, cpu_run, threads = timed_run(cam, consumer, seconds)
+        wall = time.monotonic() - t0
         rep = consumer.report()[1]
-        frames = rep["frames"] or summary.frames_captured
-        in_queue = rep.get("converted_in", "").startswith("frame queue")
-        row = dict(format=code, fps=fps, path=kind, frames=frames, skipped=summary.drops["sequence_gap"],
-                   seconds=round(wall, 2),
-                   cpu_us_per_frame=status.us_per_frame(10, upto) if in_queue else cpu.us_per_frame(),
+        frames = summary.frames_captured
+        more = frames - short.frames_captured
+        steady = round(1e6 * (cpu_run - short_cpu) / more, 1) if more > 0 else None
+        by_thread = {k: round((ns - short_threads.get(k, 0)) / 1e3 / more, 1)
+                     for k, ns in sorted(threads.items(), key=lambda kv: -kv[1])} if more > 0 else None
+        row = dict(format=code, fps=fps, path=kind, frames=rep["frames"] or frames,
+                   skipped=summary.drops["sequence_gap"], seconds=round(wall, 2),
+                   cpu_us_per_frame=steady,
                    cpu_us_per_frame_with_setup=round(1e6 * cpu_run / max(1, frames), 1),
-                   cpu_us_per_frame_by_thread=status.per_thread(10, upto) if in_queue else cpu.per_thread(),
-                   loop_thread_us_in_consumer=None if in_queue else cpu.consumer_us(),
+                   cpu_us_per_frame_by_thread={k: v for k, v in (by_thread or {}).items() if abs(v) >= 0.1},
                    latency_ms=rep["latency_ms"])
         if isinstance(consumer, CudaConsumer):
             row.update(batches=rep["batches"], frames_per_batch=round(frames / max(1, rep["batches"]), 2),
@@ -268,6 +210,30 @@ def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
         return row
     finally:
         cam.close()
+
+
+def machine_floor(fps: float, seconds: float) -> dict:
+    """What one timer wake-up a frame costs this machine with no sits and
+    no Python (tools/bench/wake_floor.c: a timerfd in an epoll, read at
+    each tick): the floor under every path's CPU per frame."""
+    import shutil
+    import subprocess
+    import tempfile
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return dict(path="floor", fps=fps, error="no C compiler")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wake_floor.c")
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "wake_floor")
+        subprocess.run([cc, "-O2", "-o", exe, src], check=True)
+        out = subprocess.run([exe, str(fps), str(seconds)], check=True, capture_output=True, text=True).stdout
+    return dict(path="floor", **json.loads(out))
+
+
+def over(row: dict, floor: dict) -> str:
+    """CPU per frame above the machine's floor at the row's rate."""
+    f, c = floor.get(row["fps"]), row.get("cpu_us_per_frame")
+    return f"{c - f:+.1f}" if f is not None and c is not None else "-"
 
 
 def ms(value) -> str:
@@ -282,7 +248,10 @@ def main() -> int:
     ap.add_argument("--paths", default="loop-c,loop-only,sits-copy,sits-direct,sits-copy+python,dynamic,pytorch")
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = []
+    rows = [machine_floor(fps, args.seconds) for fps in (float(f) for f in args.fps.split(","))]
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    floor = {r["fps"]: r.get("cpu_us_per_frame") for r in rows}
     try:
         for code in args.formats.split(","):
             for fps in (float(f) for f in args.fps.split(",")):
@@ -302,10 +271,14 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     print()
+    print("machine floor (a timer wake-up a frame, C, no sits): "
+          + ", ".join(f"{fps:.0f} fps {us} us/frame" for fps, us in floor.items()))
     print(f"{'format':6} {'fps':>4} {'path':16} {'frames':>6} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'CPU us/f':>9} {'p99 x':>7} {'CPU x':>7}")
+          f"{'CPU us/f':>9} {'- floor':>8} {'p99 x':>7} {'CPU x':>7}")
     torch_rows = {(r["format"], r["fps"]): r for r in rows if r["path"] == "pytorch" and "error" not in r}
     for r in rows:
+        if r["path"] == "floor":
+            continue
         if "error" in r:
             print(f"{r['format']:6} {r['fps']:>4.0f} {r['path']:16} error: {r['error']}")
             continue
@@ -317,7 +290,7 @@ def main() -> int:
             if r["cpu_us_per_frame"]:
                 cpux = f"{t['cpu_us_per_frame'] / r['cpu_us_per_frame']:.1f}"
         print(f"{r['format']:6} {r['fps']:>4.0f} {r['path']:16} {r['frames']:>6} {r.get('frames_per_batch', 1):>5} "
-              f"{ms(lat['p50'])} {ms(lat['p99'])} {r['cpu_us_per_frame'] or float('nan'):>9.1f} {p99x:>7} {cpux:>7}")
+              f"{ms(lat['p50'])} {ms(lat['p99'])} {r['cpu_us_per_frame'] or float('nan'):>9.1f} {over(r, floor):>8} {p99x:>7} {cpux:>7}")
     print()
     for r in rows:
         if "error" in r or not r["path"].startswith("sits-"):
@@ -328,7 +301,7 @@ def main() -> int:
               ratio is not None and ratio >= TARGET_RATIO]
         print(f"targets {r['format']} {r['fps']:.0f} fps {r['path']}: p99 {r['latency_ms']['p99']:.3f} ms "
               f"(<= {TARGET_P99_MS}: {'met' if ok[0] else 'missed'}), CPU {r['cpu_us_per_frame'] or float('nan'):.1f} us/frame "
-              f"(<= {TARGET_CPU_US:.0f}: {'met' if ok[1] else 'missed'}), p99 vs PyTorch "
+              f"(<= {TARGET_CPU_US:.0f}: {'met' if ok[1] else 'missed'}; {over(r, floor).strip()} over the floor), p99 vs PyTorch "
               f"{'%.1fx' % ratio if ratio else '?'} (>= {TARGET_RATIO:.0f}x: {'met' if ok[2] else 'missed'})")
     return 0
 
