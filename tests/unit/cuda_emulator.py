@@ -134,10 +134,13 @@ def library() -> ctypes.CDLL:
     cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
            *(f"-D{k}={v}" for k, v in K.kernel_defines().items()),
            "-I", str(K.KERNEL_SOURCE_PATH.parent), str(tmp / "driver.cpp"), "-o", str(so)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"emulator build failed:\n{res.stderr[-4000:]}")
-    lib = ctypes.CDLL(str(so))
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"emulator build failed:\n{res.stderr[-4000:]}")
+        lib = ctypes.CDLL(str(so))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # a loaded library outlives its file
     lib.emu_launch.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_uint] * 6 + [ctypes.c_int]
     lib.emu_launch.restype = ctypes.c_int
     return lib

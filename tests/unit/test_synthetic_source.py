@@ -100,7 +100,11 @@ def test_sequence_and_timestamps_follow_the_ticks():
             assert ts == first + seq * period  # the tick's expiry, exactly
         seqs = [s for s, _ in seen]
         assert seqs == sorted(set(seqs))
-        assert seqs[-1] - seqs[0] + 1 - len(seqs) == cam.skipped
+        # every number missing between the frames taken was a lost tick; a
+        # loaded host may also lose ticks after the last one taken (they
+        # landed with frames still waiting), counted too: hence <=
+        # (test_ticks_without_a_queued_buffer_skip_sequence_numbers counts exactly)
+        assert seqs[-1] - seqs[0] + 1 - len(seqs) <= cam.skipped
         assert cam.stats.dequeued == 20
 
 

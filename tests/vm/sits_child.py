@@ -1,6 +1,7 @@
 """A `sits` run in a child process, its stdout and stderr on pipes: forked
 from the test process, which has sits imported (a Python start costs
 seconds under TCG), or a new interpreter."""
+import faulthandler
 import os
 import select
 import signal
@@ -27,6 +28,8 @@ class Child:
                     os.execv(sys.executable, [sys.executable, "-m", "sits.cli.app", *argv])
                 sys.stdout = open(1, "w", closefd=False)
                 sys.stderr = open(2, "w", closefd=False)
+                # where it is, should it not end: finish() asks with SIGUSR1
+                faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
                 from sits.cli.app import main
                 code = main(argv)
                 sys.stdout.flush()
@@ -57,11 +60,35 @@ class Child:
                     self._pipes[fd].append(data)
                 else:
                     open_fds.discard(fd)
-        self.close()
+        if open_fds and self.alive():
+            raise AssertionError(f"sits did not end within {EVENT_WAIT_S} s; where it was:\n{self._where()}")
         if self.status is None:
-            self.status = os.waitpid(self.pid, 0)[1]
+            self.status = os.waitpid(self.pid, 0)[1]   # its pipes closed: it is exiting
+        self.close()
         return (os.waitstatus_to_exitcode(self.status), b"".join(self._pipes[self._out]).decode(),
                 b"".join(self._pipes[self._err]).decode())
+
+    def _where(self) -> str:
+        """The kernel's and (for a forked run) Python's view of a run that
+        does not end, then the run killed."""
+        seen = []
+        for name in ("wchan", "stack", "syscall"):
+            try:
+                with open(f"/proc/{self.pid}/{name}") as f:
+                    seen.append(f"{name}: {f.read().strip()}")
+            except OSError as exc:
+                seen.append(f"{name}: {exc}")
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if select.select([self._err], [], [], 0.5)[0]:
+                data = os.read(self._err, 65536)
+                if not data:
+                    break
+                self._pipes[self._err].append(data)
+        self.close()
+        err = b"".join(self._pipes[self._err]).decode(errors="replace")
+        return "\n".join(seen) + "\nstderr:\n" + err[-6000:]
 
     def close(self) -> None:
         if self.alive():
