@@ -1,8 +1,8 @@
 """CUDA graphs as the driver's handles, for C code that launches them.
 
 CuPy keeps a graph's CUgraphExec to itself; the frame queue (frame_queue.c)
-launches a capture buffer's conversion with cuGraphLaunch from C (and times
-it with events, cuEventRecord / cuEventQuery / cuEventElapsedTime), so the
+launches a capture buffer's conversion with cuGraphLaunch from C (and asks
+cuStreamQuery when a launch is late; sits/cuda/stamp.py times it), so the
 graph is captured here through the driver API around the same enqueue
 (CuPy's launches on the stream are captured like any other work), and its
 handles live in a RawGraph. The driver's entry points, as addresses for C:
@@ -25,6 +25,7 @@ def _cuda():
                        ("cuStreamEndCapture", (ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))),
                        ("cuGraphInstantiateWithFlags",
                         (ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong)),
+                       ("cuGraphLaunch", (ctypes.c_void_p, ctypes.c_void_p)),
                        ("cuGraphExecDestroy", (ctypes.c_void_p,)), ("cuGraphDestroy", (ctypes.c_void_p,))):
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
@@ -36,14 +37,10 @@ def _check(rc: int, call: str) -> None:
         raise DeviceError(f"{call}: CUresult {rc}")
 
 
-def entry_points() -> tuple[int, int, int, int]:
-    """(cuGraphLaunch, cuEventRecord, cuEventQuery, cuEventElapsedTime) as
-    addresses (the elapsed time's _v2 where the driver has it: CUDA 13's
-    cuda.h names that one)."""
+def entry_points() -> tuple[int, int]:
+    """(cuGraphLaunch, cuStreamQuery) as addresses."""
     lib = _cuda()
-    elapsed = getattr(lib, "cuEventElapsedTime_v2", None) or lib.cuEventElapsedTime
-    return tuple(ctypes.cast(fn, ctypes.c_void_p).value
-                 for fn in (lib.cuGraphLaunch, lib.cuEventRecord, lib.cuEventQuery, elapsed))
+    return tuple(ctypes.cast(fn, ctypes.c_void_p).value for fn in (lib.cuGraphLaunch, lib.cuStreamQuery))
 
 
 class RawGraph:
@@ -66,6 +63,9 @@ class RawGraph:
         exec_ = ctypes.c_void_p()
         _check(lib.cuGraphInstantiateWithFlags(ctypes.byref(exec_), graph, 0), "cuGraphInstantiateWithFlags")
         self.exec = exec_.value
+
+    def launch(self, stream_ptr: int) -> None:
+        _check(_cuda().cuGraphLaunch(self.exec, stream_ptr), "cuGraphLaunch")
 
     def close(self) -> None:
         lib = _cuda()

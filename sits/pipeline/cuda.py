@@ -36,13 +36,14 @@ that the pipeline's loop watches (sits.cuda.sink.CompletionQueue).
 Where the source is driven by the C frame queue (V4L2, the synthetic
 camera), frames one at a time and no Python wants each batch (no
 `on_batch`), the steady state leaves Python altogether: each buffer's graph
-is handed to the queue (sits.cuda.rawgraph), which launches it between two
-timed events when the buffer's frame is dequeued, and queues the buffer
-again once the second event has completed, asked at the next frame's
-wake-up (frame_queue.c): one wake-up a frame, no CUDA thread at work. A
+is handed to the queue (sits.cuda.rawgraph), which launches it when the
+buffer's frame is dequeued, and queues the buffer again once the graph's
+last node has written its end stamp (sits.cuda.stamp: the GPU's clock, in
+host-mapped memory), seen at the next frame's wake-up (frame_queue.c): one
+wake-up and one driver call a frame, no CUDA thread at work. A
 buffer is so held one frame period longer than its conversion takes (at
 batch 1 a ring of 4 leaves 2 for the driver). Its latency is the GPU's
-clock (event timing) placed on CLOCK_MONOTONIC by the launch clock, a lower
+clock (the stamps) placed on CLOCK_MONOTONIC by the launch clock, a lower
 bound short by at most a submission delay (frame_queue.c, cuda_done_ns).
 `in_queue` says so; the report is the same.
 """
@@ -173,7 +174,7 @@ class CudaConsumer(Consumer):
         self._queue = None
         self._frame_queue = None    # the source's frame queue: its timeline takes the CUDA stages
         self._raw_graphs: list = []
-        self._queue_events: list = []   # the queue's launch slots' (start, done) CUDA events
+        self._stamps = None              # the queue's graphs' GPU clock stamps (sits/cuda/stamp.py)
 
     # ------------------------------------------------------------ set-up
     def start(self, ctx) -> None:
@@ -234,33 +235,37 @@ class CudaConsumer(Consumer):
     def _hand_to_queue(self, q, buffers) -> None:
         """Each buffer's conversion as a driver graph, launched by the frame queue's C."""
         from sits.cuda.rawgraph import RawGraph, entry_points
+        from sits.cuda.stamp import Stamps
         cp, stream = self._cp, self._stream
         nbytes = self.plan.src.frame_bytes
         graphs = {}
-        for buf, slot in zip(buffers, self._slots):
-            if slot.staging is not None:
-                host = slot.memfd.address
-
-                def enqueue(slot=slot, host=host):
-                    cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, host, nbytes, H2D, stream.ptr)
+        stamps = self._stamps = Stamps(max(b.index for b in buffers) + 1)
+        try:
+            for buf, slot in zip(buffers, self._slots):
+                def enqueue(slot=slot, index=buf.index):
+                    stamps.begin(index, stream)
+                    if slot.staging is not None:
+                        cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, slot.memfd.address, nbytes, H2D,
+                                                    stream.ptr)
                     slot.fixed.enqueue()
-            else:
-                enqueue = slot.fixed.enqueue
-            raw = RawGraph(stream.ptr, enqueue)
-            self._raw_graphs.append(raw)
-            graphs[buf.index] = raw.exec
-        # the GPU time of one frame's conversion, for the report
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        for _ in range(GPU_TIMING_EVERY):
-            self._slots[0].graph.launch(stream)
-        end.record(stream)
-        end.synchronize()
+                    stamps.end(index, stream)
+                raw = RawGraph(stream.ptr, enqueue)
+                self._raw_graphs.append(raw)
+                graphs[buf.index] = raw.exec
+            for raw in self._raw_graphs:   # first launches cost more than the rest
+                raw.launch(stream.ptr)
+            # the GPU time of one frame's conversion, for the report: the graph C launches
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            for _ in range(GPU_TIMING_EVERY):
+                self._raw_graphs[0].launch(stream.ptr)
+            end.record(stream)
+            end.synchronize()
+        except BaseException:
+            self._close_queue_graphs()
+            raise
         self._gpu_ms.append(cp.cuda.get_elapsed_time(start, end) / GPU_TIMING_EVERY)
-        from sits._kernel import lib
-        self._queue_events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(lib.SITS_Q_CU_SLOTS)]
-        q.attach_cuda(graphs, stream.ptr, entry_points(), [a.ptr for a, _ in self._queue_events],
-                      [b.ptr for _, b in self._queue_events])
+        q.attach_cuda(graphs, stream.ptr, entry_points(), stamps.address)
         self._queue, self.in_queue = q, True
 
     def _make_plan(self, ctx, fmt):
@@ -547,12 +552,18 @@ class CudaConsumer(Consumer):
         finally:
             self._read_queue()
             q.detach_cuda()
-            for raw in self._raw_graphs:
-                raw.close()
-            self._raw_graphs = []
-            self._queue_events = []
+            self._close_queue_graphs()
             self.in_queue = False
             self._queue_stopped = True
+
+    def _close_queue_graphs(self) -> None:
+        """The queue's graphs, then the stamps their nodes write (nothing in flight)."""
+        for raw in self._raw_graphs:
+            raw.close()
+        self._raw_graphs = []
+        if self._stamps is not None:
+            self._stamps.close()
+            self._stamps = None
 
     def _read_queue(self) -> None:
         """The queue's counts and samples, as this consumer's."""
@@ -610,7 +621,7 @@ class CudaConsumer(Consumer):
             "dropped_at_stop": self.dropped,
             "abandoned": self.abandoned,
             "registrations": self.registry.registrations if self.registry is not None else 0,
-            "wake": ("next frame (cuEventQuery)" if self.in_queue or self._queue_stopped
+            "wake": ("next frame (end stamp)" if self.in_queue or self._queue_stopped
                      else "c" if self.completions is not None and self.completions.native else "python"),
             "converted_in": "frame queue (C)" if self.in_queue or self._queue_stopped else "python",
             "schedule": self.schedule or "cuda's",

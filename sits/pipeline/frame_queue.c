@@ -326,13 +326,14 @@ static int timer_tick(struct sits_queue *L, struct sits_q_frame *f)
 }
 
 typedef int (*cu_graph_launch_fn)(uint64_t exec, uint64_t stream);
-typedef int (*cu_event_record_fn)(uint64_t event, uint64_t stream);
-typedef int (*cu_event_query_fn)(uint64_t event);
-typedef int (*cu_event_elapsed_fn)(float *ms, uint64_t start, uint64_t end);
+typedef int (*cu_stream_query_fn)(uint64_t stream);
 
 /* How far the GPU's clock may run ahead of CLOCK_MONOTONIC, in parts per
- * million, and more than a float's rounding of an event time. */
+ * million. */
 #define CU_DRIFT_PPM 100
+/* A launch older than this without its end stamp: the stream is asked why
+ * (an error stops the work before the stamp; a frame's work is far less). */
+#define CU_STAMP_LATE_NS 200000000
 
 static int cuda_fail(struct sits_queue *L, int rc, int index)
 {
@@ -340,19 +341,20 @@ static int cuda_fail(struct sits_queue *L, int rc, int index)
 	return fail(L, SITS_OP_CUDA, index);
 }
 
-/* The frame's conversion: its buffer's graph between the launch slot's two
- * timed events, the clock read before the first is recorded. */
+static uint64_t *stamp_of(struct sits_queue *L, int index)
+{
+	return L->cu_stamps + (size_t)index * SITS_CU_STAMP_WORDS;
+}
+
+/* The frame's conversion: its buffer's graph, the clock read just before. */
 static int cuda_submit(struct sits_queue *L, struct sits_q_frame *f)
 {
 	sits_queue_timeline_cuda(L, f->index, 0, 0);
 	int slot = (int)(L->cu_launched % SITS_Q_CU_SLOTS);
-	cu_event_record_fn record = (cu_event_record_fn)(uintptr_t)L->cu_event_record;
+	/* zeroed before the launch that writes it: a non-zero end is this one's */
+	__atomic_store_n(&stamp_of(L, f->index)[1], 0, __ATOMIC_RELEASE);
 	int64_t launch_ns = now_ns();
-	int rc = record(L->cu_start[slot], L->cu_stream);
-	if (rc == 0)
-		rc = ((cu_graph_launch_fn)(uintptr_t)L->cu_graph_launch)(L->cu_graph[f->index], L->cu_stream);
-	if (rc == 0)
-		rc = record(L->cu_done[slot], L->cu_stream);
+	int rc = ((cu_graph_launch_fn)(uintptr_t)L->cu_graph_launch)(L->cu_graph[f->index], L->cu_stream);
 	if (rc != 0)
 		return cuda_fail(L, rc, f->index);
 	L->cu_slot_index[slot] = f->index;
@@ -365,54 +367,56 @@ static int cuda_submit(struct sits_queue *L, struct sits_q_frame *f)
 }
 
 /* When a completed launch's work was done, on CLOCK_MONOTONIC. The GPU's
- * clock says how long after the slot's start event the work ended. When
- * that start event ran is bounded from below twice: by the launch's clock
- * (read before the event was recorded), and by the bound of the launch
- * before it plus the GPU time between the two start events (a start that
- * waited behind earlier work ran late, and this carries it); the larger is
- * kept, less CU_DRIFT_PPM of the gap. So each done time is a lower bound,
- * short by at most the smallest delay seen between a launch's clock and
- * its start event on the GPU (an idle stream's submission: microseconds;
- * tools/bench/cuda_wake_variants.py checks it against cuEventSynchronize). */
-static int cuda_done_ns(struct sits_queue *L, int slot, int64_t *done_ns)
+ * clock says how long after the graph's begin stamp its end stamp was
+ * written. When the begin stamp ran is bounded from below twice: by the
+ * launch's clock (read before the launch), and by the bound of the launch
+ * before it plus the GPU time between the two begin stamps (a launch that
+ * waited behind earlier work began late, and this carries it); the larger
+ * is kept, less CU_DRIFT_PPM of the gap. So each done time is a lower
+ * bound, short by at most the smallest delay seen between a launch's clock
+ * and its first node on the GPU (an idle stream's submission: microseconds). */
+static int64_t cuda_done_ns(struct sits_queue *L, int slot, uint64_t begin, uint64_t end)
 {
-	cu_event_elapsed_fn elapsed = (cu_event_elapsed_fn)(uintptr_t)L->cu_event_elapsed;
-	float run_ms, gap_ms;
-	int rc = elapsed(&run_ms, L->cu_start[slot], L->cu_done[slot]);
-	if (rc != 0)
-		return rc;
 	int64_t start = L->cu_slot_launch_ns[slot];
-	if (L->cu_completed > 0) {  /* the slot before is this attachment's */
-		int prev = (slot + SITS_Q_CU_SLOTS - 1) % SITS_Q_CU_SLOTS;
-		rc = elapsed(&gap_ms, L->cu_start[prev], L->cu_start[slot]);
-		if (rc != 0)
-			return rc;
-		int64_t chained = L->cu_start_bound_ns + (int64_t)(gap_ms * (1e6 - CU_DRIFT_PPM));
+	if (L->cu_completed > 0 && begin > L->cu_last_begin) {  /* the launch before is this attachment's */
+		int64_t gap = (int64_t)(begin - L->cu_last_begin);
+		int64_t chained = L->cu_start_bound_ns + gap - gap / 1000000 * CU_DRIFT_PPM;
 		if (chained > start)
 			start = chained;
 	}
 	L->cu_start_bound_ns = start;
-	*done_ns = start + (int64_t)(run_ms * 1e6);
-	return 0;
+	L->cu_last_begin = begin;
+	return start + (end > begin ? (int64_t)(end - begin) : 0);
 }
 
-/* Launches whose done event has completed, oldest first (one stream: they
+/* A launch whose end stamp has not come: the stream says whether an error
+ * stopped it (the CUresult), or that it is idle with no stamp written. */
+static int cuda_stamp_late(struct sits_queue *L, int index)
+{
+	int rc = ((cu_stream_query_fn)(uintptr_t)L->cu_stream_query)(L->cu_stream);
+	if (rc == SITS_CU_NOT_READY)
+		return 0;
+	if (rc == 0 && __atomic_load_n(&stamp_of(L, index)[1], __ATOMIC_ACQUIRE))
+		return 0;   /* written meanwhile */
+	return cuda_fail(L, rc ? rc : SITS_CU_STAMP_MISSING, index);
+}
+
+/* Launches whose end stamp is written, oldest first (one stream: they
  * complete in order): each releases its buffer. */
 int sits_queue_cuda_done(struct sits_queue *L)
 {
-	cu_event_query_fn query = (cu_event_query_fn)(uintptr_t)L->cu_event_query;
 	int64_t seen_ns = 0;
 	while (L->cu_completed < L->cu_launched) {
 		int slot = (int)(L->cu_completed % SITS_Q_CU_SLOTS);
 		int32_t index = L->cu_slot_index[slot];
-		int64_t done_ns;
-		int rc = query(L->cu_done[slot]);
-		if (rc == SITS_CU_NOT_READY)
+		uint64_t *stamp = stamp_of(L, index);
+		uint64_t end = __atomic_load_n(&stamp[1], __ATOMIC_ACQUIRE);
+		if (!end) {
+			if (now_ns() - L->cu_slot_launch_ns[slot] > CU_STAMP_LATE_NS)
+				return cuda_stamp_late(L, index);
 			return 0;
-		if (rc == 0)
-			rc = cuda_done_ns(L, slot, &done_ns);
-		if (rc != 0)
-			return cuda_fail(L, rc, index);
+		}
+		int64_t done_ns = cuda_done_ns(L, slot, __atomic_load_n(&stamp[0], __ATOMIC_RELAXED), end);
 		L->cu_completed++;
 		sits_queue_timeline_cuda(L, index, 1, done_ns);
 		L->cuda_hold[index] = 0;

@@ -36,7 +36,9 @@ enum {
 
 enum {
 	SITS_Q_CU_SLOTS = 64,           /* launch slots: more than the buffers a run can have in flight, and one */
-	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuEventQuery's "not yet" */
+	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuStreamQuery's "not yet" */
+	SITS_CU_STAMP_WORDS = 2,        /* u64 a buffer's stamp: {begin, end} (sits/cuda/stamp.py) */
+	SITS_CU_STAMP_MISSING = 1000001, /* the stream is idle and a launch wrote no end stamp */
 };
 
 /* frames a timeline follows at once: every buffer's, and copies on screen */
@@ -106,24 +108,27 @@ struct sits_queue {
 	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
 	uint64_t queue_clock;
 	/* the CUDA consumer's steady state (sits/pipeline/cuda.py): each frame's
-	 * buffer's conversion graph is launched here between two timed events (a
-	 * launch slot's cu_start and cu_done), and the buffer is released once
-	 * cu_done has completed, asked (cuEventQuery) at the next frame's wake-up:
-	 * no host function, no CUDA thread, no wake-up of its own. When the work
-	 * was done is the GPU's clock (event timing) placed on CLOCK_MONOTONIC by
-	 * the launch clock (cuda_done_ns in frame_queue.c). Function pointers: the
-	 * driver's cuGraphLaunch, cuEventRecord, cuEventQuery,
-	 * cuEventElapsedTime, resolved by Python. */
+	 * buffer's conversion graph is launched here, and the buffer is released
+	 * once the graph's last node has written its end stamp (sits/cuda/
+	 * stamp.py: the GPU's clock at the graph's first and last node, in
+	 * host-mapped memory), seen at the next frame's wake-up: one driver call
+	 * a frame (cuGraphLaunch), no CUDA thread, no wake-up of its own. When
+	 * the work was done is the GPU's clock placed on CLOCK_MONOTONIC by the
+	 * launch clock (cuda_done_ns in frame_queue.c). A launch whose stamp is
+	 * late asks the stream (cuStreamQuery) for the error that stopped it.
+	 * Function pointers: the driver's cuGraphLaunch and cuStreamQuery,
+	 * resolved by Python. */
 	int32_t cuda;
 	uint64_t cu_graph[SITS_Q_MAX_BUFS];     /* CUgraphExec of each buffer's conversion */
 	uint64_t cu_stream;                     /* CUstream */
-	uint64_t cu_graph_launch, cu_event_record, cu_event_query, cu_event_elapsed;
-	uint64_t cu_start[SITS_Q_CU_SLOTS], cu_done[SITS_Q_CU_SLOTS];   /* CUevent (timed), a pair a launch slot */
+	uint64_t cu_graph_launch, cu_stream_query;
+	uint64_t *cu_stamps;                    /* SITS_CU_STAMP_WORDS a buffer index: {begin, end} GPU ns */
 	int32_t cu_slot_index[SITS_Q_CU_SLOTS];         /* the buffer a slot's launch converts */
-	int64_t cu_slot_launch_ns[SITS_Q_CU_SLOTS];     /* CLOCK_MONOTONIC before its cu_start was recorded */
+	int64_t cu_slot_launch_ns[SITS_Q_CU_SLOTS];     /* CLOCK_MONOTONIC before it was launched */
 	int64_t cu_slot_from_ns[SITS_Q_CU_SLOTS];       /* the frame's timestamp: latency counts from there */
 	int64_t cu_launched, cu_completed;      /* launches made / seen done: slot = n % SITS_Q_CU_SLOTS */
-	int64_t cu_start_bound_ns;              /* no later than the last completed launch's cu_start ran */
+	int64_t cu_start_bound_ns;              /* no later than the last completed launch's begin stamp */
+	uint64_t cu_last_begin;                 /* that launch's begin stamp, GPU ns */
 	uint8_t cuda_hold[SITS_Q_MAX_BUFS];     /* a conversion in flight reads it */
 	int64_t cuda_frames;
 	float *cuda_latency_ms;                 /* V4L2 timestamp -> done on the GPU; Python drains it */

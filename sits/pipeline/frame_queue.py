@@ -22,7 +22,7 @@ SAMPLES = 2048   # latency samples between two drains (a drain is every call)
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
-       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuEventRecord/cuEventQuery"}
+       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery"}
 NONE, OWN, COPY = lib.SITS_Q_NONE, lib.SITS_Q_OWN, lib.SITS_Q_COPY
 
 
@@ -195,22 +195,20 @@ class FrameQueue:
         lib.sits_queue_committed(self.L, kind, fd, started_ns)
         self._drain(0)
 
-    def attach_cuda(self, graphs: dict, stream: int, entry_points, starts, dones) -> None:
+    def attach_cuda(self, graphs: dict, stream: int, entry_points, stamps: int) -> None:
         """Convert every frame in C from now on: `graphs` maps a buffer index
-        to its conversion's CUgraphExec, launched on `stream` between a
-        launch slot's two timed CUevents (`starts`, `dones`: SITS_Q_CU_SLOTS
-        each); `entry_points`: the driver's cuGraphLaunch, cuEventRecord,
-        cuEventQuery and cuEventElapsedTime as addresses."""
+        to its conversion's CUgraphExec, launched on `stream`, whose first
+        and last nodes write the buffer's stamp at `stamps` (host memory,
+        SITS_CU_STAMP_WORDS u64 a buffer index; sits/cuda/stamp.py);
+        `entry_points`: the driver's cuGraphLaunch and cuStreamQuery as
+        addresses."""
         L = self.L
-        if len(starts) != lib.SITS_Q_CU_SLOTS or len(dones) != lib.SITS_Q_CU_SLOTS:
-            raise ValueError(f"attach_cuda needs {lib.SITS_Q_CU_SLOTS} event pairs")
         for index, exec_ in graphs.items():
             L.cu_graph[index] = exec_
-        for i, (start, done) in enumerate(zip(starts, dones)):
-            L.cu_start[i], L.cu_done[i] = start, done
         L.cu_stream = stream
-        L.cu_graph_launch, L.cu_event_record, L.cu_event_query, L.cu_event_elapsed = entry_points
-        L.cu_launched = L.cu_completed = L.cu_start_bound_ns = 0
+        L.cu_graph_launch, L.cu_stream_query = entry_points
+        L.cu_stamps = ffi.cast("uint64_t *", stamps)
+        L.cu_launched = L.cu_completed = L.cu_start_bound_ns = L.cu_last_begin = 0
         L.cuda = 1
 
     def detach_cuda(self) -> None:
@@ -253,7 +251,10 @@ class FrameQueue:
         """What the last SITS_Q_ERROR was."""
         L = self.L
         op = OPS.get(L.err_op, "frame queue")
-        if L.err_op == lib.SITS_OP_CUDA:   # err is a CUresult
+        if L.err_op == lib.SITS_OP_CUDA and L.err == lib.SITS_CU_STAMP_MISSING:
+            err = DeviceError(f"buffer {L.err_index}'s conversion ended without its end stamp "
+                              "(the stream is idle): the graph did not run to its end")
+        elif L.err_op == lib.SITS_OP_CUDA:   # err is a CUresult
             err = DeviceError(f"{op}: CUresult {L.err} (buffer {L.err_index})")
         else:
             err = (IoctlError if L.err_op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF, lib.SITS_OP_ATOMIC)

@@ -1,7 +1,7 @@
 """Every kernel variant builds for every GPU sits targets, without a GPU:
 nvcc compiles kernels/convert.cu (kernel.kernel_source, as the product
 build) with each of kernel.all_kernel_names() instantiated, through ptxas
-to a cubin, for sm_87 (Jetson Orin), sm_89 (Ada), sm_90 (H100/H200) and
+to a cubin (and kernels/stamp.cu), for sm_87 (Jetson Orin), sm_89 (Ada), sm_90 (H100/H200) and
 the newest architecture this nvcc lists. An instruction that one target
 lacks (cp.async.bulk before sm_90) fails here, not on the user's GPU."""
 import concurrent.futures
@@ -52,3 +52,16 @@ def test_every_kernel_builds_for_every_target():
             errors = dict(zip(archs, pool.map(lambda arch: build(NVCC, source, arch), archs)))
     failed = {arch: error for arch, error in errors.items() if error}
     assert not failed, "kernels that do not build: " + "; ".join(f"{a}: {e}" for a, e in failed.items())
+
+
+def test_the_stamp_kernels_build_for_every_target():
+    """kernels/stamp.cu (the frame queue's completion stamps) too: a GPU it
+    does not build for would lose the C path."""
+    from sits.cuda.stamp import STAMP_SOURCE_PATH
+    archs = targets(NVCC)
+    with tempfile.TemporaryDirectory(prefix="sits-arch-") as tmp:
+        source = Path(tmp) / "stamp.cu"
+        source.write_text(STAMP_SOURCE_PATH.read_text())
+        errors = {arch: build(NVCC, source, arch) for arch in archs}
+    failed = {arch: error for arch, error in errors.items() if error}
+    assert not failed, "stamp kernels that do not build: " + "; ".join(f"{a}: {e}" for a, e in failed.items())

@@ -271,8 +271,9 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     print()
-    print("machine floor (a timer wake-up a frame, C, no sits): "
-          + ", ".join(f"{fps:.0f} fps {us} us/frame" for fps, us in floor.items()))
+    print("machine floor (a timer wake-up a frame, C, no sits): " + ", ".join(
+        f"{r['fps']:.0f} fps {r['cpu_us_per_frame']} us/frame, woken {r['wake_late_us']['p50']}/"
+        f"{r['wake_late_us']['p99']} us (p50/p99) after the tick" for r in rows if r["path"] == "floor" and "error" not in r))
     print(f"{'format':6} {'fps':>4} {'path':16} {'frames':>6} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} "
           f"{'CPU us/f':>9} {'- floor':>8} {'p99 x':>7} {'CPU x':>7}")
     torch_rows = {(r["format"], r["fps"]): r for r in rows if r["path"] == "pytorch" and "error" not in r}
