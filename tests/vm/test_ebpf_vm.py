@@ -30,6 +30,7 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_p
                       ("drm", "drm_vblank_event"), ("drm", "drm_vblank_event_delivered"))
     _need_capture()
     from sits._kernel import ioctl_number
+    from sits.ebpf.histogram import slot_bounds
     from sits.ebpf.probes import POINT_BY_NAME, Filters, ProbeSession
     from sits.drm.card import Card
     with Card.open(vkms_path) as card:
@@ -67,12 +68,17 @@ def test_v4l2_drm_and_fence_probes_during_a_capture(vivid_path, vkms_path, tmp_p
     assert count("v4l2_qbuf_done") >= frames - 8
     assert count("sys_ioctl", ioctl_number("DRM_IOCTL_MODE_ATOMIC")) >= 1
     # page flips (atomic commits with a flip event): every shown frame's
-    # event, attributed to the capture, timed from its own vblank (within a
-    # frame period: timed from the vblank before, it would be one period more)
+    # event, attributed to the capture, timed from its own vblank. Timed
+    # from the vblank before, every sample would be a frame period more:
+    # so at least one sample (the lowest slot's upper bound) is under a
+    # period (the mode's, not the host's speed: a loaded host makes some
+    # interrupts late, not all)
     deliver = [h for k, h in rows.items() if k.probe == POINT_BY_NAME["drm_vblank_deliver"].id]
     assert deliver and all(k.pid == pid for k in rows if k.probe == POINT_BY_NAME["drm_vblank_deliver"].id)
     assert shown - 2 <= count("drm_vblank_deliver") <= shown + 3
-    assert max(h.quantile(0.5) for h in deliver) < 16.6e6
+    period_ns = 1e9 / int(result["mode"].rsplit("@", 1)[1])
+    lowest = min(slot_bounds(min(h.slots))[1] for h in deliver)
+    assert lowest < period_ns, (lowest, period_ns)
     # each flip event read() by the capture's event loop
     assert shown - 2 <= count("drm_event_read") <= shown + 3
     # the commits' out-fences: each shown frame's commit got one on vkms's
