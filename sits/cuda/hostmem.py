@@ -25,8 +25,8 @@ def _unregister(address: int) -> None:
         pass
 
 
-def _device_pointer(cp, address: int) -> int:
-    """The GPU address of registered host memory (equal to `address` under UVA,
+def host_device_pointer(cp, address: int) -> int:
+    """The GPU address of page-locked host memory (equal to `address` under UVA,
     but asked, not assumed)."""
     get = getattr(cp.cuda.runtime, "hostGetDevicePointer", None)
     if get is not None:
@@ -56,7 +56,7 @@ class HostRegistration:
         self.address = address
         self.size = size
         self._finalizer = weakref.finalize(self, _unregister, address)
-        self.device_pointer = _device_pointer(cp, address)
+        self.device_pointer = host_device_pointer(cp, address)
 
     def close(self) -> None:
         self._finalizer()

@@ -10,18 +10,20 @@ index, {begin, end} in %globaltimer nanoseconds.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
-import mmap
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from sits._kernel import lib
-from sits.cuda.hostmem import HostRegistration
+from sits.cuda.hostmem import host_device_pointer
 from sits.cuda.runtime import cupy
 
 STAMP_SOURCE_PATH = Path(__file__).with_name("kernels") / "stamp.cu"
 STAMP_BYTES = lib.SITS_CU_STAMP_WORDS * 8
+CUDA_HOST_ALLOC_MAPPED = 0x02
 
 
 @functools.cache
@@ -32,16 +34,21 @@ def _kernels():
 
 class Stamps:
     """One stamp per capture buffer, in page-locked host memory mapped for
-    the GPU (registered once, as the capture buffers are). Owns the memory."""
+    the GPU (cudaHostAlloc, Mapped: the allocation every CUDA device maps,
+    Tegra's included). Owns the memory."""
 
     def __init__(self, buffers: int):
-        size = max(mmap.PAGESIZE, buffers * STAMP_BYTES)
-        self._map = mmap.mmap(-1, size)
-        self.words = np.frombuffer(self._map, dtype=np.uint64)
-        self.address = self.words.ctypes.data          # the host's view: C reads it
-        self._registration = HostRegistration(self.address, size)
-        self._device = self._registration.device_pointer
-        self._begin, self._end = _kernels()
+        rt = cupy().cuda.runtime
+        size = buffers * STAMP_BYTES
+        self.address = rt.hostAlloc(size, CUDA_HOST_ALLOC_MAPPED)   # the host's view: C reads it
+        try:
+            ctypes.memset(self.address, 0, size)
+            self._device = host_device_pointer(cupy(), self.address)
+            self._begin, self._end = _kernels()
+        except BaseException:
+            rt.freeHost(self.address)
+            raise
+        self._finalizer = weakref.finalize(self, rt.freeHost, self.address)
 
     def _launch(self, kernel, index: int, stream) -> None:
         with stream:
@@ -56,8 +63,5 @@ class Stamps:
         self._launch(self._end, index, stream)
 
     def close(self) -> None:
-        if self._map.closed:
-            return
-        self._registration.close()
-        self.words = None
-        self._map.close()
+        """Freed (nothing may be in flight that writes it)."""
+        self._finalizer()
