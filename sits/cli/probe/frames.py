@@ -2,6 +2,7 @@
 timed by the kernel, for any V4L2 -> KMS pipeline (sits, GStreamer,
 libcamera's cam): a live view, or a report at the end."""
 import os
+import shutil
 import sys
 import time
 
@@ -138,7 +139,9 @@ class _LiveView:
 
     def show(self, journey, untimed, drops) -> None:
         from sits.journey.tui import render
-        size = os.get_terminal_size(sys.stdout.fileno())
+        # a terminal that reports no size (0x0: a fresh pty, a serial
+        # console) gets 80x24 rather than an empty view
+        size = shutil.get_terminal_size()
         text = render(journey, width=size.columns, frames=max(4, size.lines - 16))
         foot = [f"not timed: {s}: {why}" for s, why in untimed.items()]
         if drops["frame_ring"] or drops["frame_map_full"]:
