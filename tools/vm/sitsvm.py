@@ -311,8 +311,6 @@ def run_in_vm(
             *(["--append", f"modprobe.blacklist={a.blacklist}"] if a.blacklist else []),
             *root, *rw, "--exec", init,
         ]  # fmt: skip
-        if a.qemu_opts:
-            vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]  # one word: it starts with "-"
         kvm = kvm_usable() and not a.host_root
         if not kvm:
             vng_argv.insert(3, "--disable-kvm")
@@ -321,6 +319,8 @@ def run_in_vm(
         qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
         if qemu_opts:
             vng_argv[3:3] = ["--qemu-opts", qemu_opts]
+        if a.qemu_opts:  # before SITS_VM_QEMU_OPTS, which may override them (the last -cpu wins)
+            vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]  # one word: it starts with "-"
         host_env = dict(os.environ)
         # vng runs virtme-run from its own venv; its temp files go to `job`.
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
