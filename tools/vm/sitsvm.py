@@ -70,7 +70,7 @@ class Arch:
     machine: str  # uname -m: qemu-user's and the Python wheels' name
     cache: str  # folder under SITS_CACHE
     # None: the guest's / is the host's (read-only). Otherwise the guest boots
-    # on an arm64 root filesystem (cache/rootfs) and sees the host's / here;
+    # on a root filesystem of its own (cache/rootfs) and sees the host's / here;
     # the caller's cwd, --rwdir and the repo are found below it.
     host_root: str | None
     blacklist: str  # modules udev need not load (see BLACKLIST)
@@ -273,7 +273,9 @@ def run_in_vm(
         vmlinuz, vkms, vng = check_setup(arch)
     except (SetupMissing, ValueError) as e:
         return Result(EXIT_VM, "", error=str(e))
-    g = lambda p: shlex.quote(guest_path(p, arch))  # noqa: E731
+
+    def g(path) -> str:  # a host path, as the guest's shell sees it
+        return shlex.quote(guest_path(path, arch))
 
     if a.host_root:
         guest_env = {"PATH": ROOTFS_PATH, "PYTHONPATH": guest_path(REPO, arch)}
