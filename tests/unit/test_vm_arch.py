@@ -87,3 +87,12 @@ def test_run_takes_arch_with_the_other_options(capsys):
     with pytest.raises(SystemExit) as e:
         sitsvm.main(["--arch", "sparc", "--", "true"])
     assert e.value.code == 2 and "invalid choice: 'sparc'" in capsys.readouterr().err
+
+
+def test_sits_vm_qemu_opts_come_last_and_in_one_word(booted, monkeypatch):
+    """vng's argparse would take a separate "-cpu ..." for an option of its
+    own; the last -cpu wins in QEMU, so the caller's overrides the arch's."""
+    monkeypatch.setenv("SITS_VM_QEMU_OPTS", "-cpu cortex-a72")
+    argv, _ = booted(arch="arm64")
+    opts = [a for a in argv if a.startswith("--qemu-opts")]
+    assert opts == ["--qemu-opts=-cpu max,pauth-impdef=on", "--qemu-opts=-cpu cortex-a72"]

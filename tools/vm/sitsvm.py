@@ -319,10 +319,10 @@ def run_in_vm(
         # e.g. "-icount shift=5,sleep=off" for the benchmarks: guest time then
         # counts guest instructions, so CPU figures do not move with the host's load
         qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
-        if qemu_opts:
-            vng_argv[3:3] = ["--qemu-opts", qemu_opts]
+        if qemu_opts:  # one word: vng's argparse takes "-cpu ..." apart for an option of its own
+            vng_argv[3:3] = [f"--qemu-opts={qemu_opts}"]
         if a.qemu_opts:  # before SITS_VM_QEMU_OPTS, which may override them (the last -cpu wins)
-            vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]  # one word: it starts with "-"
+            vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]
         host_env = dict(os.environ)
         # vng runs virtme-run from its own venv; its temp files go to `job`.
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
