@@ -7,6 +7,10 @@ writes one JSON record per test to a directory shared with the host. Each
 replay item then passes, fails (with the guest's report) or skips (with the
 guest's reason), so the tier counts in the host run's totals. Inside the VM
 (SITS_IN_VM=1) the tests run normally and `--sits-vm-results` records them.
+
+SITS_VM_ARCH=arm64 runs the tier in the arm64 VM instead (tools/vm/setup
+--arch arm64, by hand: slow under TCG); without that setup its tests skip,
+saying so. CI leaves it unset.
 """
 import json
 import os
@@ -17,6 +21,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_VM = os.environ.get("SITS_IN_VM") == "1"
+VM_ARCH = os.environ.get("SITS_VM_ARCH", "x86_64")  # sitsvm.ARCHES
 
 
 def pytest_addoption(parser):
@@ -72,9 +77,10 @@ class _VmSession:
         finally:
             sys.path.pop(0)
         try:
-            sitsvm.check_setup()
-        except sitsvm.SetupMissing as exc:
-            self.error = ("skip", f"test VM not available: {exc}")
+            sitsvm.check_setup(VM_ARCH)
+        except (sitsvm.SetupMissing, ValueError) as exc:
+            which = "" if VM_ARCH == sitsvm.DEFAULT_ARCH else f" ({VM_ARCH})"
+            self.error = ("skip", f"test VM{which} not available: {exc}")
             return
         runs = sitsvm.cache_dir() / "vm-runs"
         runs.mkdir(parents=True, exist_ok=True)
@@ -87,8 +93,9 @@ class _VmSession:
         # for longer than any one test may take.
         per_test = int(os.environ.get("SITS_VM_TEST_TIMEOUT", "900"))
         idle = int(os.environ.get("SITS_VM_IDLE_TIMEOUT", str(per_test + 300)))
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "--durations=15",
-               f"--timeout={per_test}", f"--sits-vm-results={out}", *self.nodeids]
+        cmd = [sitsvm.guest_python(VM_ARCH), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+               "--durations=15", f"--timeout={per_test}",
+               f"--sits-vm-results={sitsvm.guest_path(out, VM_ARCH)}", *self.nodeids]
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
             tr.write_line(f"booting the test VM for {len(self.nodeids)} vm-tier tests "
@@ -97,7 +104,8 @@ class _VmSession:
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1",
                                        "PYTHONUNBUFFERED": "1",  # each test's mark as it ends: progress
                                        **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
-                                  echo=sys.stdout if self.config.getoption("verbose") > 1 else None)
+                                  echo=sys.stdout if self.config.getoption("verbose") > 1 else None,
+                                  arch=VM_ARCH)
         self.log = result.output
         self.vm_error = result.error   # why the VM itself stopped, if it did
         if tr and result.boot_retry:

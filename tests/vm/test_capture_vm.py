@@ -20,7 +20,9 @@ def run(**kw):
 @pytest.mark.parametrize("memory", ["mmap", "heap", "udmabuf"])
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("fmt", ["XR24", "AR24", "RGBP"])
-def test_zero_copy_chain_is_verified_by_writeback(fmt, size, memory, vivid_path, vkms_path, no_leaks):
+def test_zero_copy_chain_is_verified_by_writeback(fmt, size, memory, vivid_path, vkms_path, no_leaks, request):
+    if memory == "heap":
+        request.getfixturevalue("need_dma_heaps")
     s = run(device=vivid_path, card=vkms_path, format=fmt, size=size, memory=memory,
             verify=True, verify_every=2)
     assert s.zero_copy and s.cpu_copies_per_frame == 0

@@ -10,7 +10,7 @@ from sits.dmabuf.udmabuf import Udmabuf
 pytestmark = pytest.mark.vm
 
 
-def test_heap_buffer_round_trip(no_leaks):
+def test_heap_buffer_round_trip(need_dma_heaps, no_leaks):
     with DmaHeap.open("system") as heap, heap.alloc(1 << 20) as buf:
         assert buf.size == 1 << 20
         with buf.cpu_access(buffer.WRITE) as m:
@@ -42,7 +42,7 @@ def test_udmabuf_needs_a_sealed_memfd():
         os.close(fd)
 
 
-def test_sync_file_export_info_and_merge(no_leaks):
+def test_sync_file_export_info_and_merge(need_dma_heaps, no_leaks):
     with DmaHeap.open("system") as heap, heap.alloc(4096) as buf:
         with buf.export_fence(buffer.READ) as a, buf.export_fence(buffer.WRITE) as b:
             assert a.wait(1.0) and a.signalled()

@@ -20,6 +20,9 @@ there (issue 12).
 3. Every sits/ebpf/programs/*.bpf.c, by clang with csrc/build_bpf.py's
    flags (as setup.py) for __TARGET_ARCH_arm64, against a vmlinux.h made
    from the BTF inside Debian's arm64 kernel image.
+4. The binding's objects linked into the extension module that arm64's
+   Python imports (_kernel_ffi.cpython-3X-aarch64-linux-gnu.so, against
+   libdrm-dev:arm64): what the arm64 test VM runs (tools/vm/setup --arch arm64).
 
 Packages come from tools/bootstrap --packages (as root; as another user,
 with some missing, this exits 77). Two arm64 packages are downloaded with
@@ -63,6 +66,9 @@ sys.path.insert(0, str(CSRC))  # csrc is no package
 from build_bpf import clang_args  # noqa: E402
 ARCH = "arm64"  # Debian's name and __TARGET_ARCH_'s
 CC = "aarch64-linux-gnu-gcc"
+TRIPLET = CC.removesuffix("-gcc")
+# the name arm64's CPython of this version imports the binding by
+MODULE_SUFFIX = f".cpython-3{sys.version_info.minor}-{TRIPLET}.so"
 PKG_CONFIG_LIBDIR = "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig"
 CACHE = Path(os.environ.get("SITS_CACHE", Path.home() / ".cache" / "sits")) / ARCH
 # Warnings that mean wrong code on arm64, not style: cffi checks a member's
@@ -344,11 +350,13 @@ def build(out: Path) -> dict:
     includes = [f"-I{d}" for d in opts["include_dirs"]]
     jobs = {"kernel binding": [CC, "-c", "-fPIC", *WARNINGS, *opts["extra_compile_args"],
                                *includes, *py_flags, src, "-o", out / "_kernel_ffi.o"]}
+    module_objects = [out / "_kernel_ffi.o"]
     for c_file in opts["sources"]:   # the frame queue's C, compiled into the same module
         name = os.path.basename(c_file)
+        module_objects.append(out / (name[:-2] + ".o"))
         jobs[name] = [CC, "-c", "-fPIC", *WARNINGS, *opts["extra_compile_args"], *includes,
                       ROOT / c_file,
-                      "-o", out / (name[:-2] + ".o")]
+                      "-o", module_objects[-1]]
 
     # 2. libbpf.cdef, by the arm64 C compiler and by clang for BPF
     checks = libbpf_cdef_checks()
@@ -375,6 +383,12 @@ def build(out: Path) -> dict:
 
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         summary["seconds"] = dict(pool.map(timed, jobs.items()))
+
+    # 4. the extension module, once its objects are there
+    module = out / f"_kernel_ffi{MODULE_SUFFIX}"
+    jobs["module"] = [CC, "-shared", *module_objects, *(f"-l{lib}" for lib in opts["libraries"]), "-o", module]
+    summary["seconds"].update([timed(("module", jobs["module"]))])
+    summary["module"] = str(module)
     summary["commands"] = {what: [str(a) for a in argv] for what, argv in jobs.items()}
     summary["objects"] = sorted(str(p) for p in (out / "bpf").glob("*.o"))
     summary["seconds"]["fetch"] = round(t_fetch - t0, 2)

@@ -1,4 +1,5 @@
-# Runs inside the VM as root (vng --exec), read from the host's read-only root.
+# Runs inside the VM as root (vng --exec), read from the host's read-only root
+# (at /host on a foreign root filesystem: tools/vm/run --arch arm64).
 # Usage: sh guest-init.sh JOB_DIR VKMS_KO
 # JOB_DIR/job.sh (written by sitsvm.py) sets `cwd`, exports the environment
 # and `set --` the command. It lives in a file because vng passes --exec on the
@@ -14,6 +15,22 @@ say() { echo "sits-vm-guest: $*" >&2; }
 fail() { say "setup failed: $*"; exit 125; }
 say up
 
+# On a foreign root filesystem (tools/vm/sitsvm.py, `mounts`), before any
+# modprobe: the kernel's modules linked from the host's root (at /host), the
+# --rwdir mounts bound where /host shows their directories, and sits' build
+# for this architecture laid over the repo's sits/ (the objects beside it
+# are the host's).
+if [ -f "$job/mounts" ]; then
+    while read -r kind src dst; do
+        case $kind in
+        link) out=$(ln -sfn "$src" "$dst" 2>&1) ;;
+        bind) out=$(mount --bind "$src" "$dst" 2>&1) ;;
+        overlay) out=$(mount -t overlay -o "lowerdir=$src:$dst" sits-build "$dst" 2>&1) ;;
+        *) out="unknown kind"; false ;;
+        esac || fail "mount $kind $src $dst: $out"
+    done <"$job/mounts"
+fi
+
 # vkms is built out of tree (Debian has no vkms); its dependencies are not.
 modprobe drm_shmem_helper && modprobe drm_kms_helper || fail "modprobe drm helpers"
 out=$(insmod "$vkms" enable_writeback=1 enable_overlay=1 2>&1) || fail "insmod $vkms: $out"
@@ -26,7 +43,10 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug ||
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing || fail "mount tracefs"
 
 # devtmpfs creates the nodes while the drivers probe; give them up to 10 s.
-nodes="/dev/video0 /dev/video1 /dev/dri/card0 /dev/udmabuf /dev/dma_heap/system"
+nodes="/dev/video0 /dev/video1 /dev/dri/card0 /dev/udmabuf"
+# The system dma-heap where the kernel has heaps (their class exists from
+# boot): Debian's arm64 6.12 is built without CONFIG_DMABUF_HEAPS.
+[ -d /sys/class/dma_heap ] && nodes="$nodes /dev/dma_heap/system"
 i=0
 while :; do
     missing=

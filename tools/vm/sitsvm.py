@@ -11,6 +11,10 @@ The VM is the cached Debian kernel booted by virtme-ng with the host root
 shared read-only; tools/vm/guest-init.sh loads vkms and vivid, then runs the
 command. The command's stdout+stderr come back as `output`; the kernel console
 is kept apart in `console`.
+
+`arch="arm64"` boots Debian's arm64 kernel under qemu-system-aarch64 instead,
+on an arm64 root filesystem of its own (tools/vm/setup --arch arm64), with
+the host's root read-only at /host (see ARCHES).
 """
 
 from __future__ import annotations
@@ -55,6 +59,35 @@ BLACKLIST = (
     "crc32_pclmul,crct10dif_pclmul,ccp,powernow_k8"
 )
 
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """What differs between the VM's architectures; kernel version rule,
+    modules, guest-init.sh and the job protocol are shared."""
+
+    name: str  # --arch, and vng's
+    debian: str  # Debian's architecture: the kernel flavour and the packages'
+    machine: str  # uname -m: qemu-user's and the Python wheels' name
+    cache: str  # folder under SITS_CACHE
+    # None: the guest's / is the host's (read-only). Otherwise the guest boots
+    # on a root filesystem of its own (cache/rootfs) and sees the host's / here;
+    # the caller's cwd, --rwdir and the repo are found below it.
+    host_root: str | None
+    blacklist: str  # modules udev need not load (see BLACKLIST)
+    qemu_opts: tuple[str, ...] = ()
+
+
+ARCHES = {
+    "x86_64": Arch("x86_64", "amd64", "x86_64", "vm", None, BLACKLIST),
+    # vng asks for cortex-a57 under TCG; the last -cpu wins. pauth-impdef:
+    # QEMU's own pointer-authentication hash, not the architected QARMA5
+    # that costs TCG dearly in every kernel function (PAC is on in Debian's).
+    "arm64": Arch("arm64", "arm64", "aarch64", "vm-arm64", "/host", "", ("-cpu", "max,pauth-impdef=on")),
+}
+DEFAULT_ARCH = "x86_64"
+# A foreign root filesystem's PATH: the host's names x86 programs.
+ROOTFS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 # Host variables worth having in the guest besides PATH; the guest otherwise
 # starts from virtme-ng-init's minimal environment.
 PASS_ENV = ("PYTHONPATH", "CI", "TERM", "LANG", "LC_ALL", "VIRTUAL_ENV")
@@ -83,18 +116,62 @@ class SetupMissing(Exception):
     """tools/vm/setup has not been run on this machine."""
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("SITS_CACHE") or Path.home() / ".cache/sits") / "vm"
+def arch_of(name: str) -> Arch:
+    try:
+        return ARCHES[name]
+    except KeyError:
+        raise ValueError(f"unknown VM architecture {name!r} (one of {', '.join(ARCHES)})") from None
 
 
-def kernel_version() -> str:
+def setup_command(arch: str = DEFAULT_ARCH) -> str:
+    return "tools/vm/setup" + ("" if arch == DEFAULT_ARCH else f" --arch {arch}")
+
+
+def cache_dir(arch: str = DEFAULT_ARCH) -> Path:
+    return Path(os.environ.get("SITS_CACHE") or Path.home() / ".cache/sits") / arch_of(arch).cache
+
+
+def kernel_version(arch: str = DEFAULT_ARCH) -> str:
     ver = os.environ.get("SITS_VM_KERNEL")
     if ver:
         return ver
     try:
-        return (cache_dir() / "current").read_text().strip()
+        return (cache_dir(arch) / "current").read_text().strip()
     except OSError:
-        raise SetupMissing("no kernel prepared: run tools/vm/setup first") from None
+        raise SetupMissing(f"no kernel prepared: run {setup_command(arch)} first") from None
+
+
+def guest_path(path: str | os.PathLike, arch: str = DEFAULT_ARCH) -> str:
+    """Where the guest of `arch` sees the host's `path`."""
+    path = os.path.abspath(path)
+    prefix = arch_of(arch).host_root
+    return prefix + path if prefix else path
+
+
+def guest_python(arch: str = DEFAULT_ARCH) -> str:
+    """The Python that runs sits in the guest: the caller's on the host's
+    root, the root filesystem's (with sits' dependencies) on a foreign one."""
+    return "python3" if arch_of(arch).host_root else sys.executable
+
+
+def sits_build_dir(arch: str) -> Path:
+    """sits' compiled parts for a foreign `arch` (setup builds them from this
+    checkout), laid over the repo's sits/ in the guest."""
+    return REPO / "build" / f"vm-{arch}"
+
+
+def build_digest() -> str:
+    return subprocess.run([str(REPO / "tools" / "build-digest")], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def shell_vars(arch: str) -> str:
+    """tools/vm/setup's view of `arch`, as shell assignments."""
+    a = arch_of(arch)
+    values = {"cache_root": cache_dir(arch), "debian_arch": a.debian, "machine": a.machine,
+              "foreign": "1" if a.host_root else "",
+              "sits_build": sits_build_dir(arch)}
+    return "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in values.items())
 
 
 def venv_dir() -> Path:
@@ -119,18 +196,40 @@ def kvm_usable() -> bool:
     return bool(re.search(r"^flags\s*:.*\b(vmx|svm)\b", flags, re.M))
 
 
-def check_setup() -> tuple[Path, Path, Path]:
+def check_setup(arch: str = DEFAULT_ARCH) -> tuple[Path, Path, Path]:
     """Return (vmlinuz, vkms.ko, vng) or raise SetupMissing."""
-    ver = kernel_version()
-    kdir = cache_dir() / ver
+    ver = kernel_version(arch)
+    kdir = cache_dir(arch) / ver
     vmlinuz = kdir / "boot" / f"vmlinuz-{ver}"
     vkms = kdir / "vkms.ko"
     vng = venv_dir() / "bin" / "vng"
     mods = kdir / "lib" / "modules" / ver / "modules.dep"  # what vng gives the guest
-    for path in (vmlinuz, vkms, mods, vng):
+    needed = [vmlinuz, vkms, mods, vng]
+    if arch_of(arch).host_root:
+        needed += [rootfs_dir(arch) / "usr" / "bin" / "python3", sits_build_dir(arch) / "digest"]
+    for path in needed:
         if not path.exists():
-            raise SetupMissing(f"{path} missing: run tools/vm/setup first")
+            raise SetupMissing(f"{path} missing: run {setup_command(arch)} first")
+    if arch_of(arch).host_root and (sits_build_dir(arch) / "digest").read_text().strip() != build_digest():
+        raise SetupMissing(f"sits' {arch} build in {sits_build_dir(arch)} is older than the sources: "
+                           f"run {setup_command(arch)}")
     return vmlinuz, vkms, vng
+
+
+def rootfs_dir(arch: str) -> Path:
+    return cache_dir(arch) / "rootfs"  # setup's link to the current recipe's folder
+
+
+def _mounts(arch: str, rw: Sequence[tuple[str, str]], modules: Path) -> str:
+    """guest-init.sh's mounts for a foreign root: each --rwdir (vng mounts
+    them apart, as the host root's mount would hide them) bound where the
+    host root shows it, sits' build for `arch` over the repo's sits/, and
+    the kernel's modules (vng links /lib/modules/VER to a path inside the
+    root filesystem, where they are not)."""
+    lines = [f"bind {tag} {guest_path(path, arch)}" for tag, path in rw]
+    lines.append(f"overlay {guest_path(sits_build_dir(arch) / 'sits', arch)} {guest_path(REPO / 'sits', arch)}")
+    lines.append(f"link {guest_path(modules, arch)} /lib/modules/{modules.name}")
+    return "\n".join(lines) + "\n"
 
 
 def _job_script(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
@@ -152,6 +251,7 @@ def run_in_vm(
     memory: str = "2G",
     cpus: int = 2,
     echo: IO[str] | None = None,
+    arch: str = DEFAULT_ARCH,
 ) -> Result:
     """Boot the VM, run `command` (argv list, or a string for `sh -c`) in it.
 
@@ -161,46 +261,68 @@ def run_in_vm(
     writing anything -- a bound on a stall rather than on the work, so that
     a slow or busy host only makes the run longer. Never raises for VM trouble: returncode is then
     EXIT_TIMEOUT or EXIT_VM and `error` says what happened in one line.
+    `arch` (ARCHES) picks the guest; on a foreign one `cwd` and `rwdirs` are
+    host paths, seen by the command below Arch.host_root.
     """
     start = time.monotonic()
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     if not argv:
         raise ValueError("empty command")
     try:
-        vmlinuz, vkms, vng = check_setup()
-    except SetupMissing as e:
+        a = arch_of(arch)
+        vmlinuz, vkms, vng = check_setup(arch)
+    except (SetupMissing, ValueError) as e:
         return Result(EXIT_VM, "", error=str(e))
 
-    guest_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
-    guest_env.update({k: os.environ[k] for k in PASS_ENV if k in os.environ})
+    def g(path) -> str:  # a host path, as the guest's shell sees it
+        return shlex.quote(guest_path(path, arch))
+
+    if a.host_root:
+        guest_env = {"PATH": ROOTFS_PATH, "PYTHONPATH": guest_path(REPO, arch)}
+        guest_env.update({k: os.environ[k] for k in PASS_ENV if k in os.environ
+                          and k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+    else:
+        guest_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+        guest_env.update({k: os.environ[k] for k in PASS_ENV if k in os.environ})
     # The repo is read-only in the guest: no __pycache__ writes.
     guest_env["PYTHONDONTWRITEBYTECODE"] = "1"
     guest_env.update(env or {})
 
-    rw = []
-    for d in rwdirs:
+    rw, rw_paths = [], []
+    for i, d in enumerate(rwdirs):
         path = os.path.abspath(d)
         os.makedirs(path, exist_ok=True)  # vng refuses a missing directory
-        rw.append(f"--rwdir={path}")
+        if a.host_root:  # a mount point vng can make (/run is a tmpfs)
+            rw_paths.append((f"/run/sits-rw{i}", path))
+            rw.append(f"--rwdir=/run/sits-rw{i}={path}")
+        else:
+            rw.append(f"--rwdir={path}")
+    root = [] if not a.host_root else [
+        "--arch", a.name, "--root", str(rootfs_dir(arch).resolve()), f"--rodir={a.host_root}=/"]
 
     job = tempfile.mkdtemp(prefix="sits-vm-")
     try:
-        Path(job, "job.sh").write_text(_job_script(argv, os.path.abspath(cwd or os.getcwd()), guest_env))
-        init = f"exec sh {shlex.quote(str(HERE / 'guest-init.sh'))} {shlex.quote(job)} {shlex.quote(str(vkms))}"
+        Path(job, "job.sh").write_text(_job_script(argv, guest_path(cwd or os.getcwd(), arch), guest_env))
+        if a.host_root:
+            modules = vkms.parent / "lib" / "modules" / kernel_version(arch)
+            Path(job, "mounts").write_text(_mounts(arch, rw_paths, modules))
+        init = f"exec sh {g(HERE / 'guest-init.sh')} {g(job)} {g(vkms)}"
         vng_argv = [
             str(vng), "-r", str(vmlinuz), "--force-9p", "--verbose",
             "--memory", memory, "--cpus", str(cpus),
-            "--append", f"modprobe.blacklist={BLACKLIST}",
-            *rw, "--exec", init,
+            *(["--append", f"modprobe.blacklist={a.blacklist}"] if a.blacklist else []),
+            *root, *rw, "--exec", init,
         ]  # fmt: skip
-        kvm = kvm_usable()
+        kvm = kvm_usable() and not a.host_root
         if not kvm:
             vng_argv.insert(3, "--disable-kvm")
         # e.g. "-icount shift=5,sleep=off" for the benchmarks: guest time then
         # counts guest instructions, so CPU figures do not move with the host's load
         qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
-        if qemu_opts:
-            vng_argv[3:3] = ["--qemu-opts", qemu_opts]
+        if qemu_opts:  # one word: vng's argparse takes "-cpu ..." apart for an option of its own
+            vng_argv[3:3] = [f"--qemu-opts={qemu_opts}"]
+        if a.qemu_opts:  # before SITS_VM_QEMU_OPTS, which may override them (the last -cpu wins)
+            vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]
         host_env = dict(os.environ)
         # vng runs virtme-run from its own venv; its temp files go to `job`.
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
@@ -395,6 +517,8 @@ def main(args: Sequence[str] | None = None) -> int:
     p.add_argument("--cpus", type=int, default=2)
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="extra guest environment (repeatable)")
     p.add_argument("--console", metavar="FILE", help="write the kernel console to FILE")
+    p.add_argument("--arch", choices=list(ARCHES), default=DEFAULT_ARCH,
+                   help="the guest's architecture (default %(default)s; arm64: see tools/vm/README.md)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     ns = p.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
@@ -411,7 +535,7 @@ def main(args: Sequence[str] | None = None) -> int:
     r = run_in_vm(
         command, timeout=ns.timeout or None, idle_timeout=ns.idle_timeout, boot_timeout=ns.boot_timeout,
         rwdirs=ns.rwdir,
-        env=env, memory=ns.memory, cpus=ns.cpus, echo=sys.stdout,
+        env=env, memory=ns.memory, cpus=ns.cpus, echo=sys.stdout, arch=ns.arch,
     )  # fmt: skip
     if ns.console:
         Path(ns.console).write_text(r.console)
@@ -424,4 +548,10 @@ def main(args: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--shell-vars"]:  # tools/vm/setup --arch ARCH
+        try:
+            print(shell_vars(sys.argv[2]), end="")
+        except (IndexError, ValueError) as e:
+            sys.exit(f"sitsvm: {e}")
+        sys.exit(0)
     sys.exit(main())
