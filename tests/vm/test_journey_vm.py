@@ -15,14 +15,15 @@ pytestmark = pytest.mark.vm
 
 SITS = [sys.executable, "-m", "sits.cli.app"]
 FRAMES = 300
-#: GStreamer's frames whose commit is before the dequeue they were joined
-#: to: none in unloaded runs, 1 of 300 with a second VM beside it; not
-#: explained yet, so bounded here rather than hidden. (sits' own frames are
-#: held to sits' records instead. There a scanout can come before its
-#: commit began, in 1-2% of frames, because vkms stamps a vblank with its
-#: timer's expiry, and a timer interrupt that runs late completes a commit
-#: made after that expiry. sits' flip event carries the same time.)
-DISORDER_ALLOWED = 0.01
+# A scanout can come before its commit began: vkms stamps a vblank with its
+# timer's expiry, and a timer interrupt that runs late completes a commit
+# made after that expiry (sits' flip event carries the same time). Under a
+# loaded host 10% of GStreamer's frames did (29 of 300, 0.3-9.4 ms before
+# the commit). The stamp is the timer's last expiry before the interrupt
+# ran, and the commit came before the interrupt: so it is less than one
+# vblank period before the commit, and a frame given an earlier vblank
+# would be a period or more before. (sits' own frames are held to sits'
+# records instead.)
 #: stages whose time both sides take from the same kernel value (the V4L2
 #: timestamp, the vblank's): equal, to sits' microseconds
 CARRIED = ("captured", "scanout", "replaced")
@@ -72,7 +73,10 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
     assert [(r["sequence"], r["buffer"]) for r in kernel] == [(r["sequence"], r["buffer"]) for r in own]
     copied = fmt == "YUYV"   # vkms cannot scan out YUYV: sits converts into a buffer of its own
     for k, mine in zip(kernel, own):
-        assert k["copied"] == copied == mine["copied"]
+        # a copy is made for a commit: a frame dropped before its commit
+        # (a loaded host) was never copied
+        expect = copied and mine["committed_ns"] is not None
+        assert k["copied"] == expect == mine["copied"], (k, mine)
         for stage in record.STAGES[:6]:
             a, b = k[f"{stage}_ns"], mine[f"{stage}_ns"]
             assert (a is None) == (b is None), (stage, k, mine)
@@ -83,7 +87,7 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
             else:                  # the kernel's inside the ioctl, sits' on the side it said
                 assert (a >= b) if stage == "committed" else (a <= b), (stage, a - b, k, mine)
         # the order the join makes; scanout and replaced are the kernel's
-        # vblank stamps, held to sits' above (see DISORDER_ALLOWED)
+        # vblank stamps, held to sits' above
         if k["committed_ns"] is not None:
             assert k["dequeued_ns"] <= k["committed_ns"], k
         if k["replaced_ns"] is not None:
@@ -111,12 +115,14 @@ def test_gstreamer_frames_are_followed_to_the_screen(io_mode, tmp_path, vivid_pa
     assert len(kernel) >= FRAMES - 8    # (the source's last buffers can end with the pipeline)
     shown = [r for r in kernel if r["scanout_ns"] is not None]
     assert len(shown) >= 0.95 * len(kernel), rep["frames"]
-    disorder = []
+    period_ns = rep["frames"]["vblank_ms"] * 1e6   # the vblanks' own spacing
+    last_scanout = 0
     for r in shown:
         assert r["copied"] == (io_mode == "mmap"), r
         # (not the V4L2 timestamp: vivid's clock runs ahead of the guest's under TCG)
-        if not r["dequeued_ns"] < r["committed_ns"] < r["scanout_ns"]:
-            disorder.append(r)
-    assert len(disorder) <= DISORDER_ALLOWED * len(shown), disorder[:3]
+        assert r["dequeued_ns"] < r["committed_ns"], r
+        assert r["committed_ns"] - period_ns < r["scanout_ns"], r   # see above
+        assert r["scanout_ns"] > last_scanout, r                       # each frame its own vblank
+        last_scanout = r["scanout_ns"]
     seqs = [r["sequence"] for r in kernel]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
