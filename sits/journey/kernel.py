@@ -26,8 +26,9 @@ STAGE_PROGRAMS = {
     "requeued": ("sits_journey_qbuf",),
 }
 #: what joins a commit to a V4L2_MEMORY_MMAP buffer (VIDIOC_EXPBUF)
-EXPORT_PROGRAMS = ("sits_journey_expbuf", "sits_journey_expbuf_exit", "sits_journey_dma_buf_fd")
+EXPORT_PROGRAMS = ("sits_journey_export",)
 RING_BYTES = 1 << 20  # journey.bpf.c's frames_out
+OBJECT = "journey"
 
 
 def untimed_stages(session) -> dict[str, str]:
@@ -70,9 +71,9 @@ class KernelJourney:
     """Reads a started ProbeSession's journey (group "frames")."""
 
     def __init__(self, session):
-        obj = session.objects.get("journey")
+        obj = session.objects.get(OBJECT)
         if obj is None:
-            raise KeyError("journey")
+            raise KeyError(OBJECT)
         self._frames_fd = obj.map_fd("frames")
         self._ring = RingConsumer(obj.map_fd("frames_out"), RING_BYTES, FRAME_DTYPE)
         self.errors = 0     # frames the driver marked as errors (not in the records)
@@ -99,7 +100,8 @@ def kernel_report(reader: KernelJourney, journey, session, also=None) -> dict:
     """frames_report() of `journey`, fed from `reader` until now (the
     frames in flight at the end too; `also(record)` sees each of them as
     well) and then closed, with what only the kernel's side knows: records
-    lost, frames the driver marked as errors, the stages not timed."""
+    lost, frames the driver marked as errors, the stages not timed, and how
+    the kernel's functions are hooked."""
     from sits.journey.report import frames_report
     for rec in reader.drain() + reader.flush():
         journey.add(rec)
@@ -111,4 +113,14 @@ def kernel_report(reader: KernelJourney, journey, session, also=None) -> dict:
     report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
     report["frames"]["driver_errors"] = reader.errors
     report["untimed"] = untimed_stages(session)
+    report["hooks"] = hooks(session)
     return report
+
+
+def hooks(session) -> dict:
+    """How the journey's kernel functions are hooked: {"kind": "trampoline"
+    (fentry/fexit) or "kprobe", "why": why kprobes stand in, or None}."""
+    from sits.ebpf.points import PROGRAMS
+    twinned = [p.name for p in PROGRAMS if p.obj == OBJECT and p.kprobes and p.name in session.attached]
+    why = sorted({session.kprobed[n] for n in twinned if n in session.kprobed})
+    return {"kind": "kprobe" if why else "trampoline", "why": why[0] if why else None}

@@ -24,7 +24,12 @@
  * A record is streamed once nothing more can happen to it: requeued and
  * replaced, or requeued never committed (and not its process's last
  * dequeued frame, which a copy may still show). User space flushes what is
- * left at the end. */
+ * left at the end.
+ *
+ * The kernel functions are hooked by BPF trampolines (fentry/fexit) where
+ * the kernel's BTF has them, else by kprobes: each hook is written twice,
+ * its kprobe twin named ..._kp, and user space loads one set
+ * (the kprobes of sits/ebpf/points.py's JOURNEY_PROGRAMS). */
 #include "common.bpf.h"
 
 struct vb2_plane___sits {
@@ -309,9 +314,9 @@ static __always_inline int commit_begin(__u32 flags)
 	return 0;
 }
 
-/* drm_mode_atomic_ioctl(dev, struct drm_mode_atomic *data, file): flags first */
-SEC("kprobe/drm_mode_atomic_ioctl")
-int BPF_KPROBE(sits_journey_atomic, void *dev, void *data)
+/* The commit ioctls (dev, data, file): drm_mode_atomic_ioctl's data is a
+ * struct drm_mode_atomic, flags first. */
+static __always_inline int atomic_begin(void *data)
 {
 	__u32 flags = 0;
 
@@ -319,28 +324,57 @@ int BPF_KPROBE(sits_journey_atomic, void *dev, void *data)
 	return commit_begin(flags);
 }
 
+SEC("fentry/drm_mode_atomic_ioctl")
+int BPF_PROG(sits_journey_atomic, void *dev, void *data)
+{
+	return atomic_begin(data);
+}
+
+SEC("kprobe/drm_mode_atomic_ioctl")
+int BPF_KPROBE(sits_journey_atomic_kp, void *dev, void *data)
+{
+	return atomic_begin(data);
+}
+
+SEC("fentry/drm_mode_setplane")
+int BPF_PROG(sits_journey_setplane)
+{
+	return commit_begin(0);
+}
+
 SEC("kprobe/drm_mode_setplane")
-int BPF_KPROBE(sits_journey_setplane)
+int BPF_KPROBE(sits_journey_setplane_kp)
+{
+	return commit_begin(0);
+}
+
+SEC("fentry/drm_mode_page_flip_ioctl")
+int BPF_PROG(sits_journey_page_flip)
 {
 	return commit_begin(0);
 }
 
 SEC("kprobe/drm_mode_page_flip_ioctl")
-int BPF_KPROBE(sits_journey_page_flip)
+int BPF_KPROBE(sits_journey_page_flip_kp)
+{
+	return commit_begin(0);
+}
+
+SEC("fentry/drm_mode_setcrtc")
+int BPF_PROG(sits_journey_setcrtc)
 {
 	return commit_begin(0);
 }
 
 SEC("kprobe/drm_mode_setcrtc")
-int BPF_KPROBE(sits_journey_setcrtc)
+int BPF_KPROBE(sits_journey_setcrtc_kp)
 {
 	return commit_begin(0);
 }
 
 /* drm_atomic_set_fb_for_plane(plane_state, fb): the plane gets `fb` in the
  * commit being built; the commit may still fail */
-SEC("kprobe/drm_atomic_set_fb_for_plane")
-int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
 {
 	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i;
@@ -398,6 +432,18 @@ int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct dr
 	return 0;
 }
 
+SEC("fentry/drm_atomic_set_fb_for_plane")
+int BPF_PROG(sits_journey_set_fb, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+{
+	return set_fb(st, fb);
+}
+
+SEC("kprobe/drm_atomic_set_fb_for_plane")
+int BPF_KPROBE(sits_journey_set_fb_kp, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+{
+	return set_fb(st, fb);
+}
+
 static __always_inline int commit_end(long ret)
 {
 	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
@@ -427,26 +473,51 @@ static __always_inline int commit_end(long ret)
 	return 0;
 }
 
+/* fexit sees the arguments, then the return value */
+SEC("fexit/drm_mode_atomic_ioctl")
+int BPF_PROG(sits_journey_atomic_exit, void *dev, void *data, void *file, int ret)
+{
+	return commit_end(ret);
+}
+
 SEC("kretprobe/drm_mode_atomic_ioctl")
-int BPF_KRETPROBE(sits_journey_atomic_exit, long ret)
+int BPF_KRETPROBE(sits_journey_atomic_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_setplane")
+int BPF_PROG(sits_journey_setplane_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_setplane")
-int BPF_KRETPROBE(sits_journey_setplane_exit, long ret)
+int BPF_KRETPROBE(sits_journey_setplane_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_page_flip_ioctl")
+int BPF_PROG(sits_journey_page_flip_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_page_flip_ioctl")
-int BPF_KRETPROBE(sits_journey_page_flip_exit, long ret)
+int BPF_KRETPROBE(sits_journey_page_flip_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_setcrtc")
+int BPF_PROG(sits_journey_setcrtc_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_setcrtc")
-int BPF_KRETPROBE(sits_journey_setcrtc_exit, long ret)
+int BPF_KRETPROBE(sits_journey_setcrtc_exit_kp, long ret)
 {
 	return commit_end(ret);
 }
@@ -554,10 +625,47 @@ int BPF_PROG(sits_journey_vblank, int crtc, unsigned int seq, __s64 time)
 
 /* -- identity ---------------------------------------------------------------- */
 
+static __always_inline void exported(void *vb, void *dmabuf)
+{
+	__u64 key = (__u64)dmabuf, v = (__u64)vb;
+
+	bpf_map_update_elem(&vb_of_dmabuf, &key, &v, BPF_ANY);
+}
+
 /* vb2_core_expbuf(q, int *fd, type, struct vb2_buffer *vb, plane, flags)
- * exports plane 0 of `vb` as a new dma-buf, handed to dma_buf_fd() */
+ * exports plane 0 of `vb` as a new dma-buf and installs it at *fd (its
+ * return 0). One fexit: the dma-buf is the file at that fd in the
+ * caller's table (file->private_data, whose own ->file it is). */
+SEC("fexit/vb2_core_expbuf")
+int BPF_PROG(sits_journey_export, void *q, int *fdp, unsigned int type, void *vb, unsigned int plane,
+	     unsigned int flags, int ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file **table, *file = 0;
+	struct fdtable *fdt;
+	struct dma_buf *dbuf;
+	int fd = -1;
+
+	if (ret || plane || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	bpf_probe_read_kernel(&fd, sizeof(fd), fdp);
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (fd < 0 || !fdt || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	table = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&file, sizeof(file), &table[fd]);
+	if (!file)
+		return 0;
+	dbuf = BPF_CORE_READ(file, private_data);
+	if (dbuf && BPF_CORE_READ(dbuf, file) == file)
+		exported(vb, dbuf);
+	return 0;
+}
+
+/* The kprobes' way: vb2_core_expbuf's entry notes `vb` for dma_buf_fd(),
+ * which it calls with the new dma-buf; its return forgets it. */
 SEC("kprobe/vb2_core_expbuf")
-int BPF_KPROBE(sits_journey_expbuf, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
+int BPF_KPROBE(sits_journey_expbuf_kp, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
 {
 	__u64 *slot;
 
@@ -570,7 +678,7 @@ int BPF_KPROBE(sits_journey_expbuf, void *q, void *fd, unsigned int type, void *
 }
 
 SEC("kretprobe/vb2_core_expbuf")
-int BPF_KRETPROBE(sits_journey_expbuf_exit)
+int BPF_KRETPROBE(sits_journey_expbuf_exit_kp)
 {
 	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
 
@@ -580,14 +688,13 @@ int BPF_KRETPROBE(sits_journey_expbuf_exit)
 }
 
 SEC("kprobe/dma_buf_fd")
-int BPF_KPROBE(sits_journey_dma_buf_fd, void *dmabuf)
+int BPF_KPROBE(sits_journey_dma_buf_fd_kp, void *dmabuf)
 {
 	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
-	__u64 key = (__u64)dmabuf;
 
 	if (!slot || !*slot)
 		return 0;
-	bpf_map_update_elem(&vb_of_dmabuf, &key, slot, BPF_ANY);
+	exported((void *)*slot, dmabuf);
 	*slot = 0;
 	return 0;
 }
