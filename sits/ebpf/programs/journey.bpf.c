@@ -21,10 +21,13 @@
  * that is no capture buffer, by a process that has never committed one,
  * shows a copy: it is joined to that process's last dequeued frame.
  *
- * A record is streamed once nothing more can happen to it: requeued and
+ * A frame is finished once nothing more can happen to it: requeued and
  * replaced, or requeued never committed (and not its process's last
- * dequeued frame, which a copy may still show). User space flushes what is
- * left at the end.
+ * dequeued frame, which a copy may still show). Then it is counted in the
+ * interval's statistics (count_frame(): each stage's histogram, drops by
+ * cause, glass to glass, as sits/journey/stats.py counts a record) and,
+ * when user space asks for records (journey_cfg.records), streamed. User
+ * space flushes what is left at the end.
  *
  * The kernel functions are hooked by BPF trampolines (fentry/fexit) where
  * the kernel's BTF has them, else by kprobes: each hook is written twice,
@@ -87,6 +90,34 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } frames_out SEC(".maps");
+
+const volatile struct sits_journey_config journey_cfg SEC(".rodata.journey") = {};
+
+/* The statistics of finished frames, one element an interval: user space
+ * flips frame_epoch, waits until no program can still be counting into
+ * the other element (an RCU grace period), then reads and zeroes it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct sits_frame_epoch);
+} frame_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} frame_epoch SEC(".maps");
+
+/* the last finished frame's scanout, for the gaps between scanouts (in
+ * the order frames finish, across CPUs and intervals) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_scanout SEC(".maps");
 
 /* frames in flight, by id */
 SITS_HASH(BPF_MAP_TYPE_HASH, 2048, __u64, struct sits_frame) frames SEC(".maps");
@@ -171,9 +202,102 @@ struct {
 	__type(value, struct shown_batch);
 } shown_batch SEC(".maps");
 
+static __always_inline void hist_add(struct sits_hist *h, __u64 v)
+{
+	h->count++;
+	h->sum_ns += v;
+	if (v > h->max_ns)
+		h->max_ns = v;
+	__u32 slot = hist_slot(v);
+
+	barrier_var(slot);
+	if (slot < SITS_HIST_SLOTS)
+		h->slots[slot]++;
+}
+
+static __always_inline void seen_at(__u64 *n, __u64 *lo, __u64 *hi, __u64 t)
+{
+	*n += 1;
+	if (!*lo || t < *lo)
+		*lo = t;
+	if (t > *hi)
+		*hi = t;
+}
+
+/* A finished frame into the interval's statistics, as Journey.add()
+ * (sits/journey/stats.py) counts its record; the frames user space would
+ * not make a record of (never dequeued, a driver error) as
+ * sits/journey/kernel.py leaves them out. */
+static __always_inline void count_frame(struct sits_frame *f)
+{
+	__u32 zero = 0, *ep = bpf_map_lookup_elem(&frame_epoch, &zero), e = ep ? *ep & 1 : 0;
+	struct sits_frame_epoch *fs = bpf_map_lookup_elem(&frame_stats, &e);
+	__u64 *last = bpf_map_lookup_elem(&last_scanout, &zero);
+	struct sits_frame_stats *st;
+	__u64 t[SITS_STAGE_MAX];
+
+	if (!fs || !f->dequeued_ns)
+		return;
+	st = &fs->stats;
+	if (f->flags & SITS_FRAME_ERROR) {
+		st->driver_errors++;
+		return;
+	}
+	st->count++;
+	t[SITS_STAGE_CAPTURED] = f->captured_ns;
+	t[SITS_STAGE_DEQUEUED] = f->dequeued_ns;
+	t[SITS_STAGE_COMMITTED] = f->committed_ns;
+	t[SITS_STAGE_SCANOUT] = f->scanout_ns;
+	t[SITS_STAGE_REPLACED] = f->replaced_ns;
+	t[SITS_STAGE_REQUEUED] = f->requeued_ns;
+	if (t[0])
+		st->reached[0]++;
+	for (int s = 1; s < SITS_STAGE_MAX; s++) {
+		if (!t[s])
+			continue;
+		st->reached[s]++;
+		for (int p = s - 1; p >= 0; p--) {
+			if (t[p] && t[p] <= t[s]) {
+				hist_add(&fs->hists[s], t[s] - t[p]);
+				break;
+			}
+		}
+	}
+	st->drops[SITS_FRAME_DROP_SEQUENCE_GAP] += f->skipped_before;
+	if (!f->committed_ns)
+		st->drops[SITS_FRAME_DROP_NOT_SHOWN]++;
+	if (f->late_ns) {
+		st->drops[SITS_FRAME_DROP_LATE]++;
+		hist_add(&fs->hists[SITS_FRAME_HIST_LATE], f->late_ns);
+	}
+	bool known = f->scanout_ns && f->replaced_ns;
+	__s32 vblanks = known ? (__s32)(f->replaced_seq - f->scanout_seq) : 0;
+
+	if (known && vblanks > 1)
+		st->drops[SITS_FRAME_DROP_REPEATED]++;
+	if (f->captured_ns)
+		seen_at(&st->captured_n, &st->captured_lo, &st->captured_hi, f->captured_ns);
+	if (!f->scanout_ns)
+		return;
+	seen_at(&st->scanout_n, &st->scanout_lo, &st->scanout_hi, f->scanout_ns);
+	if (f->captured_ns && f->scanout_ns >= f->captured_ns)
+		hist_add(&fs->hists[SITS_FRAME_HIST_GLASS],
+			 f->scanout_ns - f->captured_ns + journey_cfg.display_latency_ns);
+	if (vblanks) {  /* (known: replaced too) */
+		st->shown_ns += (__s64)(f->replaced_ns - f->scanout_ns);
+		st->shown_vblanks += vblanks;
+	} else if (last && *last && f->scanout_ns != *last) {
+		hist_add(&fs->hists[SITS_FRAME_HIST_GAPS],
+			 f->scanout_ns > *last ? f->scanout_ns - *last : *last - f->scanout_ns);
+	}
+	if (last)
+		*last = f->scanout_ns;
+}
+
 static __always_inline void emit(__u64 id, struct sits_frame *f)
 {
-	if (bpf_ringbuf_output(&frames_out, f, sizeof(*f), BPF_RB_NO_WAKEUP))
+	count_frame(f);
+	if (journey_cfg.records && bpf_ringbuf_output(&frames_out, f, sizeof(*f), BPF_RB_NO_WAKEUP))
 		count_drop(SITS_DROP_FRAME_RING);
 	bpf_map_delete_elem(&frames, &id);
 }
