@@ -126,13 +126,13 @@ def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
     drops = st["drops"].sum(axis=0)
     for i, cause in enumerate(record.DROP_CAUSES):
         j.drops[cause] = int(drops[i])
-    hists = values["hists"]
+    hists = _histograms(values["hists"])
     for i, s in enumerate(FRAME_STAGES):
         if s in j.stages:
-            j.stages[s] = _histogram(hists[:, i])
-    j.glass = _histogram(hists[:, FRAME_HISTS["glass"]])
-    j.late = _histogram(hists[:, FRAME_HISTS["late"]])
-    j._gaps = _histogram(hists[:, FRAME_HISTS["gaps"]])
+            j.stages[s] = hists[i]
+    j.glass = hists[FRAME_HISTS["glass"]]
+    j.late = hists[FRAME_HISTS["late"]]
+    j._gaps = hists[FRAME_HISTS["gaps"]]
     for times, name in ((j._captured, "captured"), (j._scanout, "scanout")):
         n, lo, hi = st[f"{name}_n"], st[f"{name}_lo"], st[f"{name}_hi"]
         times.n = int(n.sum())
@@ -143,12 +143,21 @@ def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
     return j
 
 
-def _histogram(per_cpu: np.ndarray) -> Histogram:
-    """The per-CPU copies of a struct sits_hist, added up."""
+def _histograms(per_cpu: np.ndarray) -> list[Histogram]:
+    """The per-CPU copies of an array of struct sits_hist (CPU, index),
+    added up: a Histogram per index."""
+    counts = per_cpu["count"].sum(axis=0).tolist()
+    sums = per_cpu["sum_ns"].sum(axis=0).tolist()
+    maxes = per_cpu["max_ns"].max(axis=0).tolist()
     slots = per_cpu["slots"].sum(axis=0, dtype=np.uint64)
-    nz = np.flatnonzero(slots)
-    return Histogram(int(per_cpu["count"].sum()), int(per_cpu["sum_ns"].sum()), int(per_cpu["max_ns"].max()),
-                     dict(zip(nz.tolist(), slots[nz].tolist())))
+    out = []
+    for i, n in enumerate(counts):
+        if not n:
+            out.append(Histogram())
+            continue
+        nz = np.flatnonzero(slots[i])
+        out.append(Histogram(n, sums[i], maxes[i], dict(zip(nz.tolist(), slots[i][nz].tolist()))))
+    return out
 
 
 class KernelJourney:
