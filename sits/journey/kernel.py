@@ -48,16 +48,15 @@ def _epoch_dtype() -> np.dtype:
     """struct sits_frame_epoch as numpy sees it (the layout is csrc/libbpf.cdef's,
     held to the BPF side's by tests/unit/test_ebpf_layout.py)."""
     from sits.ebpf._libbpf_ffi import ffi
-    st = ffi.typeof("struct sits_frame_stats")
+
+    def integer(t) -> str:
+        return f"={'i' if t.cname == 'long long' else 'u'}{ffi.sizeof(t)}"
     fields = []
-    for name, f in st.fields:
+    for name, f in ffi.typeof("struct sits_frame_stats").fields:
         t = f.type
-        if t.kind == "array":
-            fields.append((name, f"={'i' if 'long long' == t.item.cname else 'u'}8", (t.length,)))
-        else:
-            fields.append((name, "=i8" if t.cname == "long long" else "=u8"))
+        fields.append((name, integer(t.item), (t.length,)) if t.kind == "array" else (name, integer(t)))
     stats = np.dtype(fields)
-    assert stats.itemsize == ffi.sizeof(st) and _HIST.itemsize == ffi.sizeof("struct sits_hist")
+    assert stats.itemsize == ffi.sizeof("struct sits_frame_stats") and _HIST.itemsize == ffi.sizeof("struct sits_hist")
     return np.dtype([("stats", stats), ("hists", _HIST, (FRAME_HIST_COUNT,))])
 
 
