@@ -175,6 +175,12 @@ class Exporter:
             for rec in records:
                 self.journey.add(rec)
 
+    def add_journey(self, part) -> None:
+        """An interval of the kernel's frame statistics (a Journey, from
+        sits.journey.kernel's collect()), between scrapes."""
+        with self.lock:
+            self.journey.merge(part)
+
     def wsgi_app(self):
         from prometheus_client import make_wsgi_app
         classic = make_wsgi_app(self.classic)

@@ -83,3 +83,20 @@ SUB_BITS = DEFINES["SITS_SUB_BITS"]
 COMM_LEN = DEFINES["SITS_COMM_LEN"]
 #: enum sits_frame_flags (journey.bpf.c's records): COPIED, ERROR, ...
 FRAME_FLAGS = _members("sits_frame_flags", "SITS_FRAME_")
+
+
+def _in_order(members: dict[str, int]) -> tuple[str, ...]:
+    """An enum's names by value, which must run 0, 1, 2, ... (array indices)."""
+    names = tuple(sorted(members, key=members.get))
+    if [members[n] for n in names] != list(range(len(names))):
+        raise ValueError(f"{PATH}: {names} are not numbered 0, 1, 2, ...")
+    return names
+
+
+#: enum sits_frame_stage: the stages the kernel times, in order (record.py's STAGES begin with them)
+FRAME_STAGES = _in_order(_members("sits_frame_stage", "SITS_STAGE_", skip=("MAX",)))
+#: enum sits_frame_drop: the journey's drop causes (record.py's DROP_CAUSES)
+FRAME_DROPS = _in_order(_members("sits_frame_drop", "SITS_FRAME_DROP_", skip=("MAX",)))
+#: enum sits_frame_hist: the journey's histograms after the stages': glass, late, gaps
+FRAME_HISTS = _members("sits_frame_hist", "SITS_FRAME_HIST_")
+FRAME_HIST_COUNT = ENUMS["sits_frame_hist"]["SITS_FRAME_HISTS"]

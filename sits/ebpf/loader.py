@@ -41,6 +41,22 @@ class BpfLink:
             self._finalizer()
             self.obj._links.discard(self)
 
+    def info(self) -> dict[str, str]:
+        """What the kernel says of the attachment (its fd's fdinfo): e.g.
+        link_type "tracing" for a BPF trampoline (fentry/fexit), "perf_event"
+        for a kprobe, "raw_tracepoint"."""
+        if self._ptr is None:
+            raise ValueError(f"{self.what}: destroyed")
+        _, lib = libbpf.load()
+        fd = libbpf.check_int(lib.bpf_link__fd(self._ptr), "bpf_link__fd", self.what)
+        out = {}
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                k, sep, v = line.partition(":")
+                if sep:
+                    out[k.strip()] = v.strip()
+        return out
+
     def __repr__(self):
         return f"<BpfLink {self.what}{' destroyed' if self._ptr is None else ''}>"
 

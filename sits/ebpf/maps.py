@@ -63,6 +63,25 @@ def percpu_u64_sums(map_fd: int, n: int, what: str) -> list[int]:
     return out
 
 
+def percpu_value_bytes(map_fd: int, key: int, value_ctype: str, what: str) -> bytes:
+    """Element `key` of a per-CPU array of `value_ctype`: every possible
+    CPU's copy, one after the other (each 8-aligned, as the kernel copies
+    them out)."""
+    ffi, lib = libbpf.load()
+    stride = (ffi.sizeof(value_ctype) + 7) & ~7
+    vals = ffi.new("char[]", stride * ncpus())
+    libbpf.check_int(lib.bpf_map_lookup_elem(map_fd, ffi.new("__u32 *", key), vals), "bpf_map_lookup_elem", what)
+    return bytes(ffi.buffer(vals))
+
+
+def percpu_zero(map_fd: int, key: int, value_ctype: str, what: str) -> None:
+    """Zero element `key` of a per-CPU array of `value_ctype` on every CPU."""
+    ffi, lib = libbpf.load()
+    stride = (ffi.sizeof(value_ctype) + 7) & ~7
+    zeros = ffi.new("char[]", stride * ncpus())
+    libbpf.check_int(lib.bpf_map_update_elem(map_fd, ffi.new("__u32 *", key), zeros, 0), "bpf_map_update_elem", what)
+
+
 def comms(map_fd: int, pids) -> dict[int, str]:
     """{pid: name} for the pids present in a map of __u32 to char[COMM_LEN]."""
     ffi, lib = libbpf.load()

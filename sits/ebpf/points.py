@@ -62,35 +62,32 @@ BENCH_PROBE = PROBE_IDS["bench"]
 
 #: one BPF program of an object, the names of its points, the (category,
 #: event) tracepoint that must exist, whether it needs kernel BTF, whether
-#: it is a uprobe
-Program = collections.namedtuple("Program", "obj name points tracepoint needs_btf uprobe",
-                                 defaults=(None, False, False))
+#: it is a uprobe, and for a BPF trampoline (fentry/fexit) the kprobe
+#: programs loaded instead of it where the kernel cannot attach it
+#: (ProbeSession(trampolines=False) loads those always)
+Program = collections.namedtuple("Program", "obj name points tracepoint needs_btf uprobe kprobes",
+                                 defaults=(None, False, False, ()))
 
 _SYSCALLS = ("sys_read", "sys_write", "sys_ioctl", "sys_poll", "sys_epoll_wait", "sys_select")
 _AVCODEC = tuple(p.name for p in POINTS if p.group == "avcodec")
 _DRM_IS_THERE = ("drm", "drm_vblank_event_delivered")
 
 _VB2_IS_THERE = ("vb2", "vb2_buf_done")
-#: journey.bpf.c's programs and the tracepoint that says their subsystem is
-#: there; the stages each one times are sits.journey.kernel's STAGE_PROGRAMS
+#: journey.bpf.c's programs, the tracepoint that says their subsystem is
+#: there, and the kprobe programs that stand in for a BPF trampoline
+#: (fentry/fexit) where the kernel cannot attach it; the stages each one
+#: times are sits.journey.kernel's STAGE_PROGRAMS
 JOURNEY_PROGRAMS = (
-    ("sits_journey_buf_done", _VB2_IS_THERE),
-    ("sits_journey_qbuf", ("vb2", "vb2_qbuf")),
-    ("sits_journey_dqbuf", ("vb2", "vb2_dqbuf")),
-    ("sits_journey_expbuf", _VB2_IS_THERE),
-    ("sits_journey_expbuf_exit", _VB2_IS_THERE),
-    ("sits_journey_dma_buf_fd", _VB2_IS_THERE),
-    ("sits_journey_atomic", _DRM_IS_THERE),
-    ("sits_journey_atomic_exit", _DRM_IS_THERE),
-    ("sits_journey_setplane", _DRM_IS_THERE),
-    ("sits_journey_setplane_exit", _DRM_IS_THERE),
-    ("sits_journey_page_flip", _DRM_IS_THERE),
-    ("sits_journey_page_flip_exit", _DRM_IS_THERE),
-    ("sits_journey_setcrtc", _DRM_IS_THERE),
-    ("sits_journey_setcrtc_exit", _DRM_IS_THERE),
-    ("sits_journey_set_fb", _DRM_IS_THERE),
-    ("sits_journey_delivered", _DRM_IS_THERE),
-    ("sits_journey_vblank", ("drm", "drm_vblank_event")),
+    ("sits_journey_buf_done", _VB2_IS_THERE, ()),
+    ("sits_journey_qbuf", ("vb2", "vb2_qbuf"), ()),
+    ("sits_journey_dqbuf", ("vb2", "vb2_dqbuf"), ()),
+    ("sits_journey_export", _VB2_IS_THERE,
+     ("sits_journey_expbuf_kp", "sits_journey_expbuf_exit_kp", "sits_journey_dma_buf_fd_kp")),
+    *((f"sits_journey_{hook}{end}", _DRM_IS_THERE, (f"sits_journey_{hook}{end}_kp",))
+      for hook in ("atomic", "setplane", "page_flip", "setcrtc") for end in ("", "_exit")),
+    ("sits_journey_set_fb", _DRM_IS_THERE, ("sits_journey_set_fb_kp",)),
+    ("sits_journey_delivered", _DRM_IS_THERE, ()),
+    ("sits_journey_vblank", ("drm", "drm_vblank_event"), ()),
 )
 
 PROGRAMS: tuple[Program, ...] = (
@@ -114,7 +111,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("media", "sits_drm_page_flip", ("drm_vblank_deliver", "drm_event_read"), _DRM_IS_THERE),
     Program("media", "sits_drm_read_enter", ("drm_event_read",), _DRM_IS_THERE),
     Program("media", "sits_drm_read_exit", ("drm_event_read",), _DRM_IS_THERE),
-    *(Program("journey", name, ("frame_scanout",), tp) for name, tp in JOURNEY_PROGRAMS),
+    *(Program("journey", name, ("frame_scanout",), tp, kprobes=kp) for name, tp, kp in JOURNEY_PROGRAMS),
     Program("avcodec", "sits_av_enter", _AVCODEC, uprobe=True),
     Program("avcodec", "sits_av_exit", _AVCODEC, uprobe=True),
 )

@@ -43,6 +43,11 @@ SPILL_ROWS = 64
 COMM_TASKS = 32768
 
 
+def _hooks(prog: Program, kprobes: bool) -> tuple[str, ...]:
+    """The programs that make `prog`: its kprobe twins or itself."""
+    return prog.kprobes if kprobes and prog.kprobes else (prog.name,)
+
+
 class _Thread:
     """fn() on a thread; join() returns once it has ended (even when
     interrupted: the caller's clean-up must not race it), then raises what
@@ -96,7 +101,7 @@ class ProbeSession:
                  per_thread: bool = False, hist: bool = True, stream: bool = False,
                  ring_bytes: int = 16 << 20, avcodec_lib: str | None = None,
                  stats: bool = False, bench_burst: int = 0, bench_trigger: str = "getppid",
-                 spill_rows: int = SPILL_ROWS):
+                 spill_rows: int = SPILL_ROWS, trampolines: bool = True, configure=None):
         unknown = [g for g in groups if g not in GROUPS and g != "bench"]
         if unknown:
             raise UsageError(f"unknown probe group(s) {', '.join(unknown)} "
@@ -116,9 +121,16 @@ class ProbeSession:
         self.bench_burst = bench_burst
         self.bench_trigger = bench_trigger
         self.spill_rows = spill_rows
+        # BPF trampolines (fentry/fexit) where a program has kprobe twins;
+        # False loads the twins instead
+        self.trampolines = trampolines
+        #: {object name: fn(BpfObject)}, called before the object loads
+        #: (its own .rodata sections)
+        self.configure = dict(configure or {})
         self.objects: dict[str, BpfObject] = {}
         self.attached: list[str] = []           # program names
         self.skipped: dict[str, str] = {}       # point or program name -> reason
+        self.kprobed: dict[str, str] = {}       # program name -> why its kprobe twins stand in
         self.started_at: float | None = None
         self._stats_fd = -1
         self._fds: dict[str, int] = {}
@@ -191,18 +203,38 @@ class ProbeSession:
         self._last_collect = self.started_at
 
     def _load_and_attach(self, objname: str, progs: list[Program]) -> None:
-        obj = self._load_object(objname, progs)
-        if obj is None:
-            return
-        self._attach(obj, progs)
-        if objname == "bench":
+        twinned = [p for p in progs if p.kprobes]
+        kprobes = bool(twinned) and not self.trampolines
+        why = "asked for kprobes (trampolines=False)"
+        obj = self._load_object(objname, progs, kprobes=kprobes)
+        failed = self._attach(obj, progs, kprobes=kprobes) if obj is not None else progs
+        if twinned and not kprobes and any(p.kprobes for p in failed):
+            # a trampoline the kernel refused (no BTF for its function, no
+            # trampolines on this architecture): the object again, with
+            # every kprobe twin instead, so that the hooks stay one kind
+            why = self.skipped.get(next(p.name for p in failed if p.kprobes), "refused")
+            if obj is not None:
+                self.objects.pop(objname).close()
+                self.attached = [n for n in self.attached if n not in {p.name for p in progs}]
+            for p in progs:
+                self.skipped.pop(p.name, None)
+            obj = self._load_object(objname, progs, kprobes=True)
+            if obj is None:
+                return
+            self._attach(obj, progs, kprobes=True)
+            kprobes = True
+        if kprobes:
+            for p in twinned:
+                self.kprobed[p.name] = why
+        if obj is not None and objname == "bench":
             obj.attach(BENCH_PROGRAMS[self.bench_trigger])
 
     def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
-                     must: bool = False) -> BpfObject | None:
+                     must: bool = False, kprobes: bool = False) -> BpfObject | None:
         """Open and load `objname` with only `progs` autoloaded (a helper
-        object's: follow's and comm's all, bench's the chosen trigger's). A
-        refused load skips those programs with the reason, unless `must`."""
+        object's: follow's and comm's all, bench's the chosen trigger's;
+        with `kprobes`, a program's kprobe twins instead of it). A refused
+        load skips those programs with the reason, unless `must`."""
         obj = self._open(objname, first=first)
         try:
             self._record_offsets(obj, objname, progs)
@@ -213,7 +245,7 @@ class ProbeSession:
             for p in progs:
                 self.skipped[p.name] = str(exc)
             return None
-        names = {p.name for p in progs}
+        names = {n for p in progs for n in _hooks(p, kprobes)}
         if objname == "bench":
             names.add(BENCH_PROGRAMS[self.bench_trigger])  # (only it: the other may need BTF)
         for pname in obj.program_names():
@@ -229,16 +261,23 @@ class ProbeSession:
             return None
         return obj
 
-    def _attach(self, obj: BpfObject, progs: list[Program]) -> None:
+    def _attach(self, obj: BpfObject, progs: list[Program], kprobes: bool = False) -> list[Program]:
+        """Attach `progs` (with `kprobes`, their kprobe twins instead); a
+        program attached is in `attached` by its own name either way.
+        Returns the programs that failed."""
+        failed = []
         for prog in progs:
             try:
                 if prog.uprobe:
                     self._attach_avcodec(obj, prog)
                 else:
-                    obj.attach(prog.name)
+                    for name in _hooks(prog, kprobes):
+                        obj.attach(name)
                 self.attached.append(prog.name)
             except KernelCallError as exc:
                 self.skipped[prog.name] = f"attach failed: {exc}"
+                failed.append(prog)
+        return failed
 
     def _attach_avcodec(self, obj: BpfObject, prog: Program) -> None:
         ret = prog.name == "sits_av_exit"
@@ -284,6 +323,8 @@ class ProbeSession:
             for m in SHARED_MAPS:
                 libbpf.check_int(self._lib.bpf_map__reuse_fd(obj.map(m), self._fds[m]),
                                  "bpf_map__reuse_fd", m)
+        if name in self.configure:
+            self.configure[name](obj)
         return obj
 
     @staticmethod
@@ -348,7 +389,12 @@ class ProbeSession:
         filling the previous one."""
         maps.update_u32(self._fds["active"], 0, epoch, "active")
         self._epoch = epoch
-        # returns after an RCU grace period: no program still sees the old epoch
+        self.wait_for_programs()  # no program still sees the old epoch
+
+    def wait_for_programs(self) -> None:
+        """Returns once every program that was running has finished: an
+        update of the array-of-maps `rcu_sync` waits for an RCU grace
+        period."""
         maps.update_u32(self._fds["rcu_sync"], 0, self._fds["rcu_inner"], "rcu_sync")
 
     def collect(self) -> tuple[dict[RowKey, Histogram], float]:

@@ -1,18 +1,29 @@
-"""The kernel's side of the journey: journey.bpf.c's frame records, read
-from its ring (and, at the end, from the frames still in flight), as
-record.py's records; and which stages this kernel can time.
+"""The kernel's side of the journey (journey.bpf.c): the statistics the
+programs keep of the frames that finished, one interval at a time; the
+frames' records from its ring, when asked for; the frames still in flight
+at the end; and which stages this kernel can time.
+
+Which outputs need records: `--stream FILE` (every record) and the live
+view's waterfall (the last few). Everything in the reports -- each stage's
+histogram, drops by cause, glass to glass, fps, the vblank period -- comes
+from the in-kernel statistics, so without those two the follower does no
+work per frame: it reads two map elements an interval, and the frames in
+flight once, at the end.
 
 The programs load in a ProbeSession as the "frames" group, so the pid,
-comm, cgroup and command filters are the probes' own.
+comm, cgroup and command filters are the probes' own; configure() gives
+the session what the journey object needs before it loads.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from sits.ebpf import maps
-from sits.ebpf.header import FRAME_FLAGS
+from sits.ebpf.header import FRAME_FLAGS, FRAME_HIST_COUNT, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
+from sits.ebpf.histogram import SLOTS, Histogram
 from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer
 from sits.journey import record
+from sits.journey.stats import Journey
 
 COPIED, ERROR = FRAME_FLAGS["copied"], FRAME_FLAGS["error"]
 
@@ -26,8 +37,43 @@ STAGE_PROGRAMS = {
     "requeued": ("sits_journey_qbuf",),
 }
 #: what joins a commit to a V4L2_MEMORY_MMAP buffer (VIDIOC_EXPBUF)
-EXPORT_PROGRAMS = ("sits_journey_expbuf", "sits_journey_expbuf_exit", "sits_journey_dma_buf_fd")
+EXPORT_PROGRAMS = ("sits_journey_export",)
 RING_BYTES = 1 << 20  # journey.bpf.c's frames_out
+OBJECT = "journey"
+
+_HIST = np.dtype([("count", "=u8"), ("sum_ns", "=u8"), ("max_ns", "=u8"), ("slots", "=u4", SLOTS)])
+
+
+def _epoch_dtype() -> np.dtype:
+    """struct sits_frame_epoch as numpy sees it (the layout is csrc/libbpf.cdef's,
+    held to the BPF side's by tests/unit/test_ebpf_layout.py)."""
+    from sits.ebpf._libbpf_ffi import ffi
+
+    def integer(t) -> str:
+        return f"={'i' if t.cname == 'long long' else 'u'}{ffi.sizeof(t)}"
+    fields = []
+    for name, f in ffi.typeof("struct sits_frame_stats").fields:
+        t = f.type
+        fields.append((name, integer(t.item), (t.length,)) if t.kind == "array" else (name, integer(t)))
+    stats = np.dtype(fields)
+    assert stats.itemsize == ffi.sizeof("struct sits_frame_stats") and _HIST.itemsize == ffi.sizeof("struct sits_hist")
+    return np.dtype([("stats", stats), ("hists", _HIST, (FRAME_HIST_COUNT,))])
+
+
+EPOCH_DTYPE = _epoch_dtype()
+
+
+def configure(journey: Journey, *, records: bool, rows: bool = False) -> dict:
+    """A ProbeSession's `configure` for the journey object: its display
+    latency from `journey`, records streamed only with `records`, and the
+    frame_scanout probe point's rows (`sits probe top`'s) only with `rows`."""
+    def apply(obj):
+        c = obj.section(".rodata.journey", "struct sits_journey_config *")
+        c.display_latency_ns = journey._display_latency_ns
+        c.records = records
+        if not rows:
+            obj.section(".rodata.cfg", "struct sits_config *").probe_mask &= ~(1 << PROBE_IDS["frame_scanout"])
+    return {OBJECT: apply}
 
 
 def untimed_stages(session) -> dict[str, str]:
@@ -48,7 +94,8 @@ def untimed_stages(session) -> dict[str, str]:
 def to_records(frames: np.ndarray) -> list[dict]:
     """record.py records of struct sits_frame rows, in capture order.
     Frames the application never dequeued (buffers STREAMOFF handed back,
-    frames still with it at the end) are not part of its journey."""
+    frames still with it at the end) are not part of its journey (nor of
+    the kernel's statistics: journey.bpf.c count_frame())."""
     frames = frames[frames["dequeued_ns"] != 0]
     frames = frames[np.argsort(frames["id"], kind="stable")]
     out = []
@@ -66,42 +113,136 @@ def to_records(frames: np.ndarray) -> list[dict]:
     return out
 
 
+def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
+    """A Journey of one interval's in-kernel statistics: `values` are its
+    struct sits_frame_epoch, one per CPU (EPOCH_DTYPE)."""
+    j = Journey(display_latency_ms=display_latency_ms, recent=0)
+    st = values["stats"]
+    j.count = int(st["count"].sum())
+    reached = st["reached"].sum(axis=0)
+    for i, s in enumerate(FRAME_STAGES):
+        j.reached[s] = int(reached[i])
+    drops = st["drops"].sum(axis=0)
+    for i, cause in enumerate(record.DROP_CAUSES):
+        j.drops[cause] = int(drops[i])
+    hists = _histograms(values["hists"])
+    for i, s in enumerate(FRAME_STAGES):
+        if s in j.stages:
+            j.stages[s] = hists[i]
+    j.glass = hists[FRAME_HISTS["glass"]]
+    j.late = hists[FRAME_HISTS["late"]]
+    j._gaps = hists[FRAME_HISTS["gaps"]]
+    for times, name in ((j._captured, "captured"), (j._scanout, "scanout")):
+        n, lo, hi = st[f"{name}_n"], st[f"{name}_lo"], st[f"{name}_hi"]
+        times.n = int(n.sum())
+        if times.n:
+            times.lo, times.hi = int(lo[n != 0].min()), int(hi[n != 0].max())
+    j._shown_ns = int(st["shown_ns"].sum())
+    j._shown_vblanks = int(st["shown_vblanks"].sum())
+    return j
+
+
+def _histograms(per_cpu: np.ndarray) -> list[Histogram]:
+    """The per-CPU copies of an array of struct sits_hist (CPU, index),
+    added up: a Histogram per index."""
+    counts = per_cpu["count"].sum(axis=0).tolist()
+    sums = per_cpu["sum_ns"].sum(axis=0).tolist()
+    maxes = per_cpu["max_ns"].max(axis=0).tolist()
+    slots = per_cpu["slots"].sum(axis=0, dtype=np.uint64)
+    out = []
+    for i, n in enumerate(counts):
+        if not n:
+            out.append(Histogram())
+            continue
+        nz = np.flatnonzero(slots[i])
+        out.append(Histogram(n, sums[i], maxes[i], dict(zip(nz.tolist(), slots[i][nz].tolist()))))
+    return out
+
+
 class KernelJourney:
     """Reads a started ProbeSession's journey (group "frames")."""
 
     def __init__(self, session):
-        obj = session.objects.get("journey")
+        obj = session.objects.get(OBJECT)
         if obj is None:
-            raise KeyError("journey")
+            raise KeyError(OBJECT)
+        self._session, self._obj = session, obj
         self._frames_fd = obj.map_fd("frames")
-        self._ring = RingConsumer(obj.map_fd("frames_out"), RING_BYTES, FRAME_DTYPE)
+        self._stats_fd = obj.map_fd("frame_stats")
+        self._epoch_fd = obj.map_fd("frame_epoch")
+        self._last_fd = obj.map_fd("last_scanout")
+        self._epoch = 0
+        cfg = obj.section(".rodata.journey", "struct sits_journey_config *")
+        self.display_latency_ms = cfg.display_latency_ns / 1e6
+        #: whether the programs stream records (configure(records=True))
+        self.records = bool(cfg.records)
+        self._ring = RingConsumer(obj.map_fd("frames_out"), RING_BYTES, FRAME_DTYPE) if self.records else None
         self.errors = 0     # frames the driver marked as errors (not in the records)
 
-    def drain(self) -> list[dict]:
-        """The records of the frames whose journey ended since the last call."""
-        return self._records(self._ring.drain())
+    def collect(self) -> Journey:
+        """The statistics of the frames that finished since the last call:
+        the programs are pointed at the other interval's element, and once
+        none can still be counting into this one it is read and zeroed."""
+        ended = self._epoch
+        self._epoch ^= 1
+        maps.update_u32(self._epoch_fd, 0, self._epoch, "frame_epoch")
+        self._session.wait_for_programs()
+        values = np.frombuffer(maps.percpu_value_bytes(self._stats_fd, ended, "struct sits_frame_epoch",
+                                                       "frame_stats"), EPOCH_DTYPE)
+        maps.percpu_zero(self._stats_fd, ended, "struct sits_frame_epoch", "frame_stats")
+        self.errors += int(values["stats"]["driver_errors"].sum())
+        part = from_epoch(values, self.display_latency_ms)
+        last = maps.lookup_u64(self._last_fd, 0)
+        part._last_scanout = last or None
+        return part
+
+    def drain(self, last: int | None = None) -> list[dict]:
+        """The records of the frames whose journey ended since the last call
+        (only the `last` few when given); none unless the programs stream
+        them. They are in collect()'s statistics already."""
+        if self._ring is None:
+            return []
+        rows = self._ring.drain()
+        rows = rows[(rows["flags"] & ERROR) == 0]
+        if last is not None:
+            rows = rows[rows["dequeued_ns"] != 0][-last:] if last else rows[:0]
+        return to_records(rows)
+
+    def detach(self) -> None:
+        """Stop the journey's programs: after this, collect(), drain() and
+        flush() see everything, once."""
+        for link in self._obj.links:
+            link.destroy()
+        self._session.wait_for_programs()
 
     def flush(self) -> list[dict]:
-        """The frames still in flight (call once, at the end, after drain())."""
+        """The frames still in flight (call once, at the end, after
+        detach(), collect() and drain()): in no statistics yet."""
         rows = np.frombuffer(maps.values_bytes(self._frames_fd, "struct sits_frame"), FRAME_DTYPE)
-        return self._records(rows)
-
-    def _records(self, rows: np.ndarray) -> list[dict]:
         err = (rows["flags"] & ERROR) != 0
         self.errors += int(np.count_nonzero(err & (rows["dequeued_ns"] != 0)))
         return to_records(rows[~err])
 
     def close(self) -> None:
-        self._ring.close()
+        if self._ring is not None:
+            self._ring.close()
 
 
-def kernel_report(reader: KernelJourney, journey, session, also=None) -> dict:
-    """frames_report() of `journey`, fed from `reader` until now (the
-    frames in flight at the end too; `also(record)` sees each of them as
-    well) and then closed, with what only the kernel's side knows: records
-    lost, frames the driver marked as errors, the stages not timed."""
+def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -> dict:
+    """frames_report() of `journey`, fed from `reader` until now: its
+    programs are stopped, their last statistics added, the records still
+    in the ring handed to `also(record)`, and the frames in flight at the
+    end added (and handed to `also` too); then the reader is closed. With
+    what only the kernel's side knows: records lost, frames the driver
+    marked as errors, the stages not timed, and how the kernel's functions
+    are hooked."""
     from sits.journey.report import frames_report
-    for rec in reader.drain() + reader.flush():
+    reader.detach()
+    journey.merge(reader.collect())
+    for rec in reader.drain():
+        if also is not None:
+            also(rec)
+    for rec in reader.flush():
         journey.add(rec)
         if also is not None:
             also(rec)
@@ -111,4 +252,14 @@ def kernel_report(reader: KernelJourney, journey, session, also=None) -> dict:
     report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
     report["frames"]["driver_errors"] = reader.errors
     report["untimed"] = untimed_stages(session)
+    report["hooks"] = hooks(session)
     return report
+
+
+def hooks(session) -> dict:
+    """How the journey's kernel functions are hooked: {"kind": "trampoline"
+    (fentry/fexit) or "kprobe", "why": why kprobes stand in, or None}."""
+    from sits.ebpf.points import PROGRAMS
+    twinned = [p.name for p in PROGRAMS if p.obj == OBJECT and p.kprobes and p.name in session.attached]
+    why = sorted({session.kprobed[n] for n in twinned if n in session.kprobed})
+    return {"kind": "kprobe" if why else "trampoline", "why": why[0] if why else None}

@@ -12,14 +12,19 @@ from __future__ import annotations
 import csv
 import json
 
-#: a frame's stages, in the order it reaches them
-STAGES = ("captured",        # vb2 buffer done: the V4L2 timestamp
-          "dequeued",        # VIDIOC_DQBUF handed it to the application
-          "committed",       # the commit that put it (or its copy) on a plane
-          "scanout",         # the vblank at which it went on screen
-          "replaced",        # the vblank at which the next frame took its place
-          "requeued",        # VIDIOC_QBUF gave the buffer back
-          "cuda_submitted",  # its conversion was launched (sits' own pipeline)
+from sits.ebpf.header import FRAME_DROPS, FRAME_STAGES
+
+#: a frame's stages, in the order it reaches them: the kernel's
+#: (sits_probe.h enum sits_frame_stage, which journey.bpf.c counts by):
+#:   captured   vb2 buffer done: the V4L2 timestamp
+#:   dequeued   VIDIOC_DQBUF handed it to the application
+#:   committed  the commit that put it (or its copy) on a plane
+#:   scanout    the vblank at which it went on screen
+#:   replaced   the vblank at which the next frame took its place
+#:   requeued   VIDIOC_QBUF gave the buffer back
+#: then sits' own pipeline's:
+STAGES = (*FRAME_STAGES,
+          "cuda_submitted",  # its conversion was launched
           "cuda_done")       # ... and completed on the GPU
 
 FIELDS = ("pid",             # the process that dequeued it
@@ -31,8 +36,13 @@ FIELDS = ("pid",             # the process that dequeued it
           "vblanks",         # vblanks it was on screen (replaced - scanout), None when unknown
           "late_ns")         # committed this long after a vblank it could have made (None: not late)
 
-#: drop causes, each counted from the records (stats.py)
-DROP_CAUSES = ("sequence_gap", "not_shown", "late", "repeated")
+#: drop causes, each counted from the records (stats.py) or in the kernel
+#: (sits_probe.h enum sits_frame_drop):
+#:   sequence_gap  sequence numbers the driver skipped
+#:   not_shown     dequeued, never committed
+#:   late          committed after a vblank it could have made
+#:   repeated      on screen for more than one vblank
+DROP_CAUSES = FRAME_DROPS
 
 
 def new(**values) -> dict:

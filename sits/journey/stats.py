@@ -63,6 +63,13 @@ class _Times:
         if self.hi is None or t > self.hi:
             self.hi = t
 
+    def merge(self, other: "_Times") -> None:
+        self.n += other.n
+        if other.lo is not None and (self.lo is None or other.lo < self.lo):
+            self.lo = other.lo
+        if other.hi is not None and (self.hi is None or other.hi > self.hi):
+            self.hi = other.hi
+
     def per_s(self) -> float | None:
         """Events per second: n events span n - 1 intervals."""
         if self.n < 2 or self.hi == self.lo:
@@ -126,6 +133,31 @@ class Journey:
             elif self._last_scanout is not None and scanout != self._last_scanout:
                 self._gaps.add(abs(scanout - self._last_scanout))
             self._last_scanout = scanout
+
+    def merge(self, other: "Journey") -> "Journey":
+        """Add `other`'s frames to these, as if each had been add()ed here
+        (an interval of the kernel's statistics, sits.journey.kernel):
+        `other` follows these, and its gaps between scanouts are its own."""
+        if other._display_latency_ns != self._display_latency_ns:
+            raise ValueError("journeys with different display latencies do not add up")
+        self.count += other.count
+        for s, n in other.reached.items():
+            self.reached[s] += n
+        for s, h in other.stages.items():
+            self.stages[s].merge(h)
+        for k, n in other.drops.items():
+            self.drops[k] += n
+        self.glass.merge(other.glass)
+        self.late.merge(other.late)
+        self.recent.extend(other.recent)
+        self._captured.merge(other._captured)
+        self._scanout.merge(other._scanout)
+        self._shown_ns += other._shown_ns
+        self._shown_vblanks += other._shown_vblanks
+        self._gaps.merge(other._gaps)
+        if other._last_scanout is not None:
+            self._last_scanout = other._last_scanout
+        return self
 
     def vblank_ns(self) -> float | None:
         """The display's vblank period: exact from frames whose vblanks on

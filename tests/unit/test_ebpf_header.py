@@ -12,7 +12,7 @@ import pytest
 from sits.ebpf import header
 from sits.ebpf.points import POINT_BY_NAME, POINTS
 
-ENUMS = ("sits_probe_id", "sits_drop")
+ENUMS = ("sits_probe_id", "sits_drop", "sits_frame_flags", "sits_frame_stage", "sits_frame_drop", "sits_frame_hist")
 
 
 def compiler_enums(tmp_path) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
@@ -71,3 +71,24 @@ def test_reader_follows_c_rules():
                                   "#define N 608\n#define S \"x\"\nstruct s { enum e v; };\n")
     assert enums == {"e": {"A": 0, "B": 16, "C": 17, "D": 3}}
     assert defines == {"N": 608}
+
+
+def test_the_journeys_stages_and_drops_are_the_headers():
+    """journey.bpf.c counts by enum sits_frame_stage and sits_frame_drop;
+    the records' schema (record.py) is read from them, so the kernel's
+    statistics and the records' name the same things in the same order."""
+    from sits.journey import record
+    from sits.journey.stats import DISPLAY_CHAIN
+    assert record.STAGES[:len(header.FRAME_STAGES)] == header.FRAME_STAGES == DISPLAY_CHAIN == (
+        "captured", "dequeued", "committed", "scanout", "replaced", "requeued")
+    assert record.DROP_CAUSES == header.FRAME_DROPS == ("sequence_gap", "not_shown", "late", "repeated")
+    stage_max = header.ENUMS["sits_frame_stage"]["SITS_STAGE_MAX"]
+    assert stage_max == len(header.FRAME_STAGES)
+    # the histograms after the stages' ones, numbered on from them
+    assert sorted(header.FRAME_HISTS.values()) == list(range(stage_max, header.FRAME_HIST_COUNT))
+    assert header.ENUMS["sits_frame_drop"]["SITS_FRAME_DROP_MAX"] == len(header.FRAME_DROPS)
+
+
+def test_an_enum_of_indices_must_count_from_zero():
+    with pytest.raises(ValueError, match="not numbered"):
+        header._in_order({"a": 0, "b": 2})

@@ -13,7 +13,8 @@ import pytest
 
 from sits.ebpf.loader import program_path
 
-STRUCTS = ("sits_hist_key", "sits_hist", "sits_event", "sits_config", "sits_fence_name")
+STRUCTS = ("sits_hist_key", "sits_hist", "sits_event", "sits_config", "sits_fence_name", "sits_frame",
+           "sits_frame_stats", "sits_frame_epoch", "sits_journey_config")
 
 
 def btf_structs(obj):
@@ -36,6 +37,28 @@ def test_cdef_layout_matches_compiled_btf(obj):
         assert ffi.sizeof(f"struct {name}") == t["size"], name
         for m in t["members"]:
             assert ffi.offsetof(f"struct {name}", m["name"]) * 8 == m["bits_offset"], (name, m["name"])
+
+
+@pytest.mark.skipif(not shutil.which("bpftool"), reason="bpftool not installed")
+def test_journey_structs_match_compiled_btf():
+    """The frame record, the in-kernel statistics and the journey's
+    .rodata, as journey.bpf.o has them; and numpy's view of the statistics."""
+    path = program_path("journey")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not built")
+    from sits.ebpf._libbpf_ffi import ffi
+    from sits.ebpf.ringbuf import FRAME_DTYPE
+    from sits.journey.kernel import EPOCH_DTYPE
+    structs = btf_structs(path)
+    assert {"sits_frame", "sits_frame_stats", "sits_frame_epoch", "sits_journey_config", "sits_hist"} <= set(structs)
+    for name, t in structs.items():
+        assert ffi.sizeof(f"struct {name}") == t["size"], name
+        for m in t["members"]:
+            assert ffi.offsetof(f"struct {name}", m["name"]) * 8 == m["bits_offset"], (name, m["name"])
+    assert EPOCH_DTYPE.itemsize == structs["sits_frame_epoch"]["size"]
+    assert FRAME_DTYPE.itemsize == structs["sits_frame"]["size"]
+    stats = {m["name"]: m["bits_offset"] // 8 for m in structs["sits_frame_stats"]["members"]}
+    assert {k: EPOCH_DTYPE["stats"].fields[k][1] for k in stats} == stats
 
 
 def test_value_size_constant_matches_cdef():

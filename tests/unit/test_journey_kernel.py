@@ -29,3 +29,37 @@ def test_rows_become_records_in_capture_order():
     assert second["vblanks"] == 2 and second["late_ns"] == 3 and second["skipped_before"] == 2
     assert (second["captured_ns"], second["scanout_ns"], second["replaced_ns"]) == (90, 120, 153)
     assert second["pid"] == 5 and second["buffer"] == 1
+
+
+def test_an_interval_of_the_kernels_statistics_is_a_journey():
+    from sits.ebpf.histogram import Histogram
+    from sits.journey.kernel import EPOCH_DTYPE, from_epoch
+    from sits.journey.record import DROP_CAUSES, STAGES
+    v = np.zeros(2, EPOCH_DTYPE)   # two CPUs' copies
+    st = v["stats"]
+    st["count"] = (3, 4)
+    st["driver_errors"] = (1, 0)
+    st["reached"][0] = (3, 3, 2, 2, 1, 3)
+    st["reached"][1] = (4, 4, 4, 4, 4, 4)
+    st["drops"][0] = (5, 1, 0, 0)
+    st["drops"][1] = (0, 0, 2, 1)
+    st["captured_n"], st["captured_lo"], st["captured_hi"] = (3, 0), (100, 0), (300, 0)
+    st["scanout_n"], st["scanout_lo"], st["scanout_hi"] = (2, 4), (150, 120), (250, 450)
+    st["shown_ns"], st["shown_vblanks"] = (-5, 40), (1, 2)
+    dequeued = Histogram.from_values([1000, 2000, 3000])
+    for cpu, values in ((0, [1000, 2000]), (1, [3000])):
+        h = Histogram.from_values(values)
+        row = v["hists"][cpu][STAGES.index("dequeued")]
+        row["count"], row["sum_ns"], row["max_ns"] = h.count, h.sum_ns, h.max_ns
+        for s, n in h.slots.items():
+            row["slots"][s] = n
+    j = from_epoch(v)
+    assert j.count == 7
+    assert [j.reached[s] for s in STAGES[:6]] == [7, 7, 6, 6, 5, 7]
+    assert [j.drops[c] for c in DROP_CAUSES] == [5, 1, 2, 1]
+    assert (j._captured.n, j._captured.lo, j._captured.hi) == (3, 100, 300)
+    assert (j._scanout.n, j._scanout.lo, j._scanout.hi) == (6, 120, 450)   # (a CPU's 0 is no time)
+    assert (j._shown_ns, j._shown_vblanks) == (35, 3)
+    got = j.stages["dequeued"]
+    assert (got.count, got.sum_ns, got.max_ns, got.slots) == (3, 6000, 3000, dequeued.slots)
+    assert j.stages["committed"].count == 0 and j.glass.count == 0

@@ -120,3 +120,39 @@ def test_recent_keeps_only_the_last_records():
         j.add(new(sequence=i, captured_ns=i))
     assert [r["sequence"] for r in j.recent] == [7, 8, 9]
     assert j.count == 10
+
+
+def varied_run():
+    """Records with every kind of stage, drop and gap."""
+    recs = []
+    for i in range(40):
+        t = i * VBLANK
+        if i % 7 == 3:
+            recs.append(new(sequence=i, captured_ns=t, dequeued_ns=t + MS, requeued_ns=t + 2 * MS))
+        elif i % 5 == 1:  # vblanks unknown: a scanout gap
+            recs.append(new(sequence=i, captured_ns=t, dequeued_ns=t + MS, scanout_ns=t + 2 * VBLANK,
+                            skipped_before=1))
+        else:
+            recs.append(shown(i, t, vblanks=1 + i % 3, late_ns=(i % 4) * MS or None, commit=2 + i % 3))
+    return recs
+
+
+def test_journeys_merged_are_one_journey_of_their_records():
+    recs = varied_run()
+    whole, first, second = Journey(display_latency_ms=2), Journey(display_latency_ms=2), Journey(display_latency_ms=2)
+    for r in recs:
+        whole.add(r)
+    for r in recs[:17]:
+        first.add(r)
+    for r in recs[17:]:
+        second.add(r)
+    merged = first.merge(second)
+    got, want = merged.summary()["frames"], whole.summary()["frames"]
+    assert got["vblank_ms"] == want["vblank_ms"]
+    assert got == want
+    assert [r["sequence"] for r in merged.recent] == [r["sequence"] for r in recs][-64:]
+
+
+def test_journeys_of_different_display_latencies_do_not_merge():
+    with pytest.raises(ValueError):
+        Journey(display_latency_ms=1).merge(Journey())

@@ -60,10 +60,7 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
                     next_swap += interval
                 if ring is not None:
                     writer.write(ring.drain(copy=False))
-                if frames is not None:
-                    for rec in frames[0].drain():
-                        frames[1].add(rec)
-                poll = 0.02 if ring is not None else 0.1 if frames is not None else 0.05 if child else None
+                poll = 0.02 if ring is not None else 0.05 if child else None
                 wake = min(x for x in (next_swap, deadline, now + poll if poll else None) if x)
                 time.sleep(max(0.0, wake - time.monotonic()))
         finally:

@@ -65,8 +65,9 @@ def groups(probes: str | None) -> tuple[str, ...]:
 
 
 def probe_session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, per_thread=False,
-                  stream=False):
-    """The ProbeSession the filter options ask for (not started)."""
+                  stream=False, configure=None):
+    """The ProbeSession the filter options ask for (not started); `configure`
+    is the session's (objects' settings before they load)."""
     from sits.ebpf.probes import Filters, ProbeSession
     if lib and not os.path.exists(lib):
         raise UsageError(f"--lib {lib}: no such file")
@@ -74,7 +75,8 @@ def probe_session(probes, pid, comm, cgroup, lib, *, follow=False, stats=False, 
         if not os.path.exists(f"/proc/{p}"):
             raise UsageError(f"--pid {p}: no such process")
     return ProbeSession(groups(probes), filters=Filters(tuple(pid or ()), comm, cgroup, follow),
-                        avcodec_lib=lib, stats=stats, per_thread=per_thread, stream=stream)
+                        avcodec_lib=lib, stats=stats, per_thread=per_thread, stream=stream,
+                        configure=configure)
 
 
 def rows_table(rows, title="", selected: int | None = None, limit: int | None = None, rates=False):

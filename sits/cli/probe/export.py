@@ -29,8 +29,8 @@ def run_export(*, listen, probes, pid, comm, cgroup, lib, interval, duration):
                 while t_end is None or time.monotonic() < t_end:
                     time.sleep(max(0.0, min(next_swap, t_end or next_swap) - time.monotonic()))
                     if time.monotonic() >= next_swap:
-                        if reader is not None:
-                            exporter.add_frames(reader.drain())
+                        if reader is not None:  # the kernel's statistics of the interval's frames
+                            exporter.add_journey(reader.collect())
                         exporter.update()
                         next_swap += interval
             finally:

@@ -9,7 +9,7 @@ import time
 from sits.cli.probe.common import probe_session, stop_child, stop_signals
 from sits.errors import SitsError, UsageError
 
-#: seconds between ring drains: the programs submit without waking us
+#: seconds between ring drains (--stream): the programs submit without waking us
 DRAIN_S = 0.1
 
 
@@ -36,12 +36,17 @@ def run_frames(*, command, duration, as_json, markdown, output, stream, display_
     for path, what in ((stream, "--stream"), (output, "--output")):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"{what} {path}: no such directory")
-    session = probe_session("frames", pid, comm, cgroup, None, follow=bool(command))
+    from sits.journey.kernel import configure
+    from sits.journey.stats import Journey
+    journey = Journey(display_latency_ms=display_latency_ms)
+    # records only where an output shows them: the stream, the live view's waterfall
+    session = probe_session("frames", pid, comm, cgroup, None, follow=bool(command),
+                            configure=configure(journey, records=bool(stream) or live))
     writer = Writer(stream) if stream else None
     report = None
     with stop_signals() as stop:
         try:
-            report = _follow(session, writer, command, duration, display_latency_ms, interval, live, stop)
+            report = _follow(session, writer, command, duration, journey, interval, live, stop)
         finally:
             stop.armed = False
             if writer is not None:
@@ -56,13 +61,18 @@ def run_frames(*, command, duration, as_json, markdown, output, stream, display_
         sys.stdout.write(text)
 
 
-def _follow(session, writer, command, duration, display_latency_ms, interval, live, stop):
+def _follow(session, writer, command, duration, journey, interval, live, stop):
+    """Follow until the command exits or the duration ends. Without the
+    live view or a stream nothing is read until the end: the programs keep
+    the statistics, and the loop sleeps until the command's exit (its
+    pidfd) or the deadline."""
+    import selectors
+
     from sits.journey.kernel import KernelJourney, kernel_report, untimed_stages
-    from sits.journey.stats import Journey
-    journey = Journey(display_latency_ms=display_latency_ms)
-    child = exit_code = None
+    child = exit_code = pidfd = None
     reader = None
     view = _LiveView() if live else None
+    sel = selectors.DefaultSelector()
     try:
         session.start()
         if "journey" not in session.objects:
@@ -71,16 +81,11 @@ def _follow(session, writer, command, duration, display_latency_ms, interval, li
                             + (reasons[0] if reasons else "nothing attached"))
         reader = KernelJourney(session)
         untimed = untimed_stages(session)
-
-        def take(records):
-            for rec in records:
-                journey.add(rec)
-                if writer is not None:
-                    writer.write(rec)
-
         t0 = time.monotonic()
         if command:
             child = session.spawn(command)
+            pidfd = os.pidfd_open(child)
+            sel.register(pidfd, selectors.EVENT_READ)
         stop.arm()
         deadline = t0 + duration if duration is not None else None
         next_view = t0
@@ -90,15 +95,24 @@ def _follow(session, writer, command, duration, display_latency_ms, interval, li
                 done, status = os.waitpid(child, os.WNOHANG)
                 if done:
                     exit_code, child = os.waitstatus_to_exitcode(status), None
+                    sel.unregister(pidfd)
                     if duration is None:
                         break
             if deadline is not None and now >= deadline:
                 break
-            take(reader.drain())
+            if writer is not None or view is not None:
+                records = reader.drain(last=None if writer is not None else journey.recent.maxlen)
+                if writer is not None:
+                    for rec in records:
+                        writer.write(rec)
+                journey.recent.extend(records)
             if view is not None and now >= next_view:
+                journey.merge(reader.collect())
                 view.show(journey, untimed, session.drops())
                 next_view += interval
-            time.sleep(DRAIN_S)
+            wake = [t for t in (deadline, next_view if view is not None else None,
+                                now + DRAIN_S if writer is not None else None) if t is not None]
+            sel.select(max(0.0, min(wake) - time.monotonic()) if wake else None)
     finally:
         stop.armed = False
         report = None
@@ -108,6 +122,9 @@ def _follow(session, writer, command, duration, display_latency_ms, interval, li
         if view is not None:
             view.close()
         session.close()
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
         if child is not None:  # the duration ended first: stop the command
             exit_code = stop_child(child)
     if report is not None:
@@ -125,6 +142,8 @@ def _report_text(report: dict, *, as_json: bool) -> str:
     text = to_markdown(report)
     for stage, why in report["untimed"].items():
         text += f"\n- not timed: {stage}: {why}"
+    if report["hooks"]["why"]:
+        text += f"\n- kernel functions hooked by kprobes: {report['hooks']['why']}"
     lost = report["frames"]["lost"]
     if any(lost.values()):
         text += f"\n- records lost: {lost['ring_full']} (ring full), {lost['map_full']} (too many frames in flight)"

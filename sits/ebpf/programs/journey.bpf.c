@@ -21,10 +21,18 @@
  * that is no capture buffer, by a process that has never committed one,
  * shows a copy: it is joined to that process's last dequeued frame.
  *
- * A record is streamed once nothing more can happen to it: requeued and
+ * A frame is finished once nothing more can happen to it: requeued and
  * replaced, or requeued never committed (and not its process's last
- * dequeued frame, which a copy may still show). User space flushes what is
- * left at the end. */
+ * dequeued frame, which a copy may still show). Then it is counted in the
+ * interval's statistics (count_frame(): each stage's histogram, drops by
+ * cause, glass to glass, as sits/journey/stats.py counts a record) and,
+ * when user space asks for records (journey_cfg.records), streamed. User
+ * space flushes what is left at the end.
+ *
+ * The kernel functions are hooked by BPF trampolines (fentry/fexit) where
+ * the kernel's BTF has them, else by kprobes: each hook is written twice,
+ * its kprobe twin named ..._kp, and user space loads one set
+ * (the kprobes of sits/ebpf/points.py's JOURNEY_PROGRAMS). */
 #include "common.bpf.h"
 
 struct vb2_plane___sits {
@@ -82,6 +90,34 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 20);
 } frames_out SEC(".maps");
+
+const volatile struct sits_journey_config journey_cfg SEC(".rodata.journey") = {};
+
+/* The statistics of finished frames, one element an interval: user space
+ * flips frame_epoch, waits until no program can still be counting into
+ * the other element (an RCU grace period), then reads and zeroes it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct sits_frame_epoch);
+} frame_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} frame_epoch SEC(".maps");
+
+/* the last finished frame's scanout, for the gaps between scanouts (in
+ * the order frames finish, across CPUs and intervals) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_scanout SEC(".maps");
 
 /* frames in flight, by id */
 SITS_HASH(BPF_MAP_TYPE_HASH, 2048, __u64, struct sits_frame) frames SEC(".maps");
@@ -166,9 +202,102 @@ struct {
 	__type(value, struct shown_batch);
 } shown_batch SEC(".maps");
 
+static __always_inline void hist_add(struct sits_hist *h, __u64 v)
+{
+	h->count++;
+	h->sum_ns += v;
+	if (v > h->max_ns)
+		h->max_ns = v;
+	__u32 slot = hist_slot(v);
+
+	barrier_var(slot);
+	if (slot < SITS_HIST_SLOTS)
+		h->slots[slot]++;
+}
+
+static __always_inline void seen_at(__u64 *n, __u64 *lo, __u64 *hi, __u64 t)
+{
+	*n += 1;
+	if (!*lo || t < *lo)
+		*lo = t;
+	if (t > *hi)
+		*hi = t;
+}
+
+/* A finished frame into the interval's statistics, as Journey.add()
+ * (sits/journey/stats.py) counts its record; the frames user space would
+ * not make a record of (never dequeued, a driver error) as
+ * sits/journey/kernel.py leaves them out. */
+static __always_inline void count_frame(struct sits_frame *f)
+{
+	__u32 zero = 0, *ep = bpf_map_lookup_elem(&frame_epoch, &zero), e = ep ? *ep & 1 : 0;
+	struct sits_frame_epoch *fs = bpf_map_lookup_elem(&frame_stats, &e);
+	__u64 *last = bpf_map_lookup_elem(&last_scanout, &zero);
+	struct sits_frame_stats *st;
+	__u64 t[SITS_STAGE_MAX];
+
+	if (!fs || !f->dequeued_ns)
+		return;
+	st = &fs->stats;
+	if (f->flags & SITS_FRAME_ERROR) {
+		st->driver_errors++;
+		return;
+	}
+	st->count++;
+	t[SITS_STAGE_CAPTURED] = f->captured_ns;
+	t[SITS_STAGE_DEQUEUED] = f->dequeued_ns;
+	t[SITS_STAGE_COMMITTED] = f->committed_ns;
+	t[SITS_STAGE_SCANOUT] = f->scanout_ns;
+	t[SITS_STAGE_REPLACED] = f->replaced_ns;
+	t[SITS_STAGE_REQUEUED] = f->requeued_ns;
+	if (t[0])
+		st->reached[0]++;
+	for (int s = 1; s < SITS_STAGE_MAX; s++) {
+		if (!t[s])
+			continue;
+		st->reached[s]++;
+		for (int p = s - 1; p >= 0; p--) {
+			if (t[p] && t[p] <= t[s]) {
+				hist_add(&fs->hists[s], t[s] - t[p]);
+				break;
+			}
+		}
+	}
+	st->drops[SITS_FRAME_DROP_SEQUENCE_GAP] += f->skipped_before;
+	if (!f->committed_ns)
+		st->drops[SITS_FRAME_DROP_NOT_SHOWN]++;
+	if (f->late_ns) {
+		st->drops[SITS_FRAME_DROP_LATE]++;
+		hist_add(&fs->hists[SITS_FRAME_HIST_LATE], f->late_ns);
+	}
+	bool known = f->scanout_ns && f->replaced_ns;
+	__s32 vblanks = known ? (__s32)(f->replaced_seq - f->scanout_seq) : 0;
+
+	if (known && vblanks > 1)
+		st->drops[SITS_FRAME_DROP_REPEATED]++;
+	if (f->captured_ns)
+		seen_at(&st->captured_n, &st->captured_lo, &st->captured_hi, f->captured_ns);
+	if (!f->scanout_ns)
+		return;
+	seen_at(&st->scanout_n, &st->scanout_lo, &st->scanout_hi, f->scanout_ns);
+	if (f->captured_ns && f->scanout_ns >= f->captured_ns)
+		hist_add(&fs->hists[SITS_FRAME_HIST_GLASS],
+			 f->scanout_ns - f->captured_ns + journey_cfg.display_latency_ns);
+	if (vblanks) {  /* (known: replaced too) */
+		st->shown_ns += (__s64)(f->replaced_ns - f->scanout_ns);
+		st->shown_vblanks += vblanks;
+	} else if (last && *last && f->scanout_ns != *last) {
+		hist_add(&fs->hists[SITS_FRAME_HIST_GAPS],
+			 f->scanout_ns > *last ? f->scanout_ns - *last : *last - f->scanout_ns);
+	}
+	if (last)
+		*last = f->scanout_ns;
+}
+
 static __always_inline void emit(__u64 id, struct sits_frame *f)
 {
-	if (bpf_ringbuf_output(&frames_out, f, sizeof(*f), BPF_RB_NO_WAKEUP))
+	count_frame(f);
+	if (journey_cfg.records && bpf_ringbuf_output(&frames_out, f, sizeof(*f), BPF_RB_NO_WAKEUP))
 		count_drop(SITS_DROP_FRAME_RING);
 	bpf_map_delete_elem(&frames, &id);
 }
@@ -309,9 +438,9 @@ static __always_inline int commit_begin(__u32 flags)
 	return 0;
 }
 
-/* drm_mode_atomic_ioctl(dev, struct drm_mode_atomic *data, file): flags first */
-SEC("kprobe/drm_mode_atomic_ioctl")
-int BPF_KPROBE(sits_journey_atomic, void *dev, void *data)
+/* The commit ioctls (dev, data, file): drm_mode_atomic_ioctl's data is a
+ * struct drm_mode_atomic, flags first. */
+static __always_inline int atomic_begin(void *data)
 {
 	__u32 flags = 0;
 
@@ -319,28 +448,57 @@ int BPF_KPROBE(sits_journey_atomic, void *dev, void *data)
 	return commit_begin(flags);
 }
 
+SEC("fentry/drm_mode_atomic_ioctl")
+int BPF_PROG(sits_journey_atomic, void *dev, void *data)
+{
+	return atomic_begin(data);
+}
+
+SEC("kprobe/drm_mode_atomic_ioctl")
+int BPF_KPROBE(sits_journey_atomic_kp, void *dev, void *data)
+{
+	return atomic_begin(data);
+}
+
+SEC("fentry/drm_mode_setplane")
+int BPF_PROG(sits_journey_setplane)
+{
+	return commit_begin(0);
+}
+
 SEC("kprobe/drm_mode_setplane")
-int BPF_KPROBE(sits_journey_setplane)
+int BPF_KPROBE(sits_journey_setplane_kp)
+{
+	return commit_begin(0);
+}
+
+SEC("fentry/drm_mode_page_flip_ioctl")
+int BPF_PROG(sits_journey_page_flip)
 {
 	return commit_begin(0);
 }
 
 SEC("kprobe/drm_mode_page_flip_ioctl")
-int BPF_KPROBE(sits_journey_page_flip)
+int BPF_KPROBE(sits_journey_page_flip_kp)
+{
+	return commit_begin(0);
+}
+
+SEC("fentry/drm_mode_setcrtc")
+int BPF_PROG(sits_journey_setcrtc)
 {
 	return commit_begin(0);
 }
 
 SEC("kprobe/drm_mode_setcrtc")
-int BPF_KPROBE(sits_journey_setcrtc)
+int BPF_KPROBE(sits_journey_setcrtc_kp)
 {
 	return commit_begin(0);
 }
 
 /* drm_atomic_set_fb_for_plane(plane_state, fb): the plane gets `fb` in the
  * commit being built; the commit may still fail */
-SEC("kprobe/drm_atomic_set_fb_for_plane")
-int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
 {
 	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i;
@@ -398,6 +556,18 @@ int BPF_KPROBE(sits_journey_set_fb, struct drm_plane_state___sits *st, struct dr
 	return 0;
 }
 
+SEC("fentry/drm_atomic_set_fb_for_plane")
+int BPF_PROG(sits_journey_set_fb, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+{
+	return set_fb(st, fb);
+}
+
+SEC("kprobe/drm_atomic_set_fb_for_plane")
+int BPF_KPROBE(sits_journey_set_fb_kp, struct drm_plane_state___sits *st, struct drm_framebuffer___sits *fb)
+{
+	return set_fb(st, fb);
+}
+
 static __always_inline int commit_end(long ret)
 {
 	struct commit_ctx *c = bpf_task_storage_get(&commit_ctx, bpf_get_current_task_btf(), 0, 0);
@@ -427,26 +597,51 @@ static __always_inline int commit_end(long ret)
 	return 0;
 }
 
+/* fexit sees the arguments, then the return value */
+SEC("fexit/drm_mode_atomic_ioctl")
+int BPF_PROG(sits_journey_atomic_exit, void *dev, void *data, void *file, int ret)
+{
+	return commit_end(ret);
+}
+
 SEC("kretprobe/drm_mode_atomic_ioctl")
-int BPF_KRETPROBE(sits_journey_atomic_exit, long ret)
+int BPF_KRETPROBE(sits_journey_atomic_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_setplane")
+int BPF_PROG(sits_journey_setplane_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_setplane")
-int BPF_KRETPROBE(sits_journey_setplane_exit, long ret)
+int BPF_KRETPROBE(sits_journey_setplane_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_page_flip_ioctl")
+int BPF_PROG(sits_journey_page_flip_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_page_flip_ioctl")
-int BPF_KRETPROBE(sits_journey_page_flip_exit, long ret)
+int BPF_KRETPROBE(sits_journey_page_flip_exit_kp, long ret)
+{
+	return commit_end(ret);
+}
+
+SEC("fexit/drm_mode_setcrtc")
+int BPF_PROG(sits_journey_setcrtc_exit, void *dev, void *data, void *file, int ret)
 {
 	return commit_end(ret);
 }
 
 SEC("kretprobe/drm_mode_setcrtc")
-int BPF_KRETPROBE(sits_journey_setcrtc_exit, long ret)
+int BPF_KRETPROBE(sits_journey_setcrtc_exit_kp, long ret)
 {
 	return commit_end(ret);
 }
@@ -554,10 +749,47 @@ int BPF_PROG(sits_journey_vblank, int crtc, unsigned int seq, __s64 time)
 
 /* -- identity ---------------------------------------------------------------- */
 
+static __always_inline void exported(void *vb, void *dmabuf)
+{
+	__u64 key = (__u64)dmabuf, v = (__u64)vb;
+
+	bpf_map_update_elem(&vb_of_dmabuf, &key, &v, BPF_ANY);
+}
+
 /* vb2_core_expbuf(q, int *fd, type, struct vb2_buffer *vb, plane, flags)
- * exports plane 0 of `vb` as a new dma-buf, handed to dma_buf_fd() */
+ * exports plane 0 of `vb` as a new dma-buf and installs it at *fd (its
+ * return 0). One fexit: the dma-buf is the file at that fd in the
+ * caller's table (file->private_data, whose own ->file it is). */
+SEC("fexit/vb2_core_expbuf")
+int BPF_PROG(sits_journey_export, void *q, int *fdp, unsigned int type, void *vb, unsigned int plane,
+	     unsigned int flags, int ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file **table, *file = 0;
+	struct fdtable *fdt;
+	struct dma_buf *dbuf;
+	int fd = -1;
+
+	if (ret || plane || !wanted(bpf_get_current_pid_tgid()))
+		return 0;
+	bpf_probe_read_kernel(&fd, sizeof(fd), fdp);
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (fd < 0 || !fdt || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	table = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&file, sizeof(file), &table[fd]);
+	if (!file)
+		return 0;
+	dbuf = BPF_CORE_READ(file, private_data);
+	if (dbuf && BPF_CORE_READ(dbuf, file) == file)
+		exported(vb, dbuf);
+	return 0;
+}
+
+/* The kprobes' way: vb2_core_expbuf's entry notes `vb` for dma_buf_fd(),
+ * which it calls with the new dma-buf; its return forgets it. */
 SEC("kprobe/vb2_core_expbuf")
-int BPF_KPROBE(sits_journey_expbuf, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
+int BPF_KPROBE(sits_journey_expbuf_kp, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
 {
 	__u64 *slot;
 
@@ -570,7 +802,7 @@ int BPF_KPROBE(sits_journey_expbuf, void *q, void *fd, unsigned int type, void *
 }
 
 SEC("kretprobe/vb2_core_expbuf")
-int BPF_KRETPROBE(sits_journey_expbuf_exit)
+int BPF_KRETPROBE(sits_journey_expbuf_exit_kp)
 {
 	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
 
@@ -580,14 +812,13 @@ int BPF_KRETPROBE(sits_journey_expbuf_exit)
 }
 
 SEC("kprobe/dma_buf_fd")
-int BPF_KPROBE(sits_journey_dma_buf_fd, void *dmabuf)
+int BPF_KPROBE(sits_journey_dma_buf_fd_kp, void *dmabuf)
 {
 	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
-	__u64 key = (__u64)dmabuf;
 
 	if (!slot || !*slot)
 		return 0;
-	bpf_map_update_elem(&vb_of_dmabuf, &key, slot, BPF_ANY);
+	exported((void *)*slot, dmabuf);
 	*slot = 0;
 	return 0;
 }

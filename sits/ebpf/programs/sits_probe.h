@@ -118,6 +118,68 @@ enum sits_frame_flags {
 	SITS_FRAME_ERROR = 2,      /* the driver marked the buffer as an error */
 };
 
+/* A frame's stages in the order it reaches them: the first of
+ * sits/journey/record.py's STAGES, which reads them from here. A stage's
+ * span runs from the nearest earlier stage the frame reached at or before
+ * it (sits/journey/stats.py spans(), journey.bpf.c count_frame()). */
+enum sits_frame_stage {
+	SITS_STAGE_CAPTURED = 0,
+	SITS_STAGE_DEQUEUED = 1,
+	SITS_STAGE_COMMITTED = 2,
+	SITS_STAGE_SCANOUT = 3,
+	SITS_STAGE_REPLACED = 4,
+	SITS_STAGE_REQUEUED = 5,
+	SITS_STAGE_MAX = 6
+};
+
+/* Why a frame did not show as it should: record.py's DROP_CAUSES */
+enum sits_frame_drop {
+	SITS_FRAME_DROP_SEQUENCE_GAP = 0,  /* sequence numbers the driver skipped */
+	SITS_FRAME_DROP_NOT_SHOWN = 1,     /* dequeued, never committed */
+	SITS_FRAME_DROP_LATE = 2,          /* committed after a vblank it could have made */
+	SITS_FRAME_DROP_REPEATED = 3,      /* on screen for more than one vblank */
+	SITS_FRAME_DROP_MAX = 4
+};
+
+/* The journey's in-kernel histograms (struct sits_hist each): one per
+ * stage, its span (SITS_STAGE_CAPTURED's stays empty), then these. */
+enum sits_frame_hist {
+	SITS_FRAME_HIST_GLASS = 6,   /* captured -> scanout, plus the display's latency */
+	SITS_FRAME_HIST_LATE = 7,    /* late_ns of the late frames */
+	SITS_FRAME_HIST_GAPS = 8,    /* between consecutive scanouts, when the vblanks a frame was on screen are unknown */
+	SITS_FRAME_HISTS = 9
+};
+
+/* The journey's in-kernel counters of one interval (journey.bpf.c
+ * count_frame()): what sits/journey/stats.py's Journey keeps besides its
+ * histograms, over the frames that finished. Frames the application never
+ * dequeued are not counted; those the driver marked as errors only in
+ * driver_errors. Times are CLOCK_MONOTONIC ns; lo/hi 0 when n is. */
+struct sits_frame_stats {
+	__u64 count;
+	__u64 driver_errors;
+	__u64 reached[SITS_STAGE_MAX];
+	__u64 drops[SITS_FRAME_DROP_MAX];
+	__u64 captured_n, captured_lo, captured_hi;
+	__u64 scanout_n, scanout_lo, scanout_hi;
+	__s64 shown_ns;      /* time on screen of the frames whose vblanks on screen are known */
+	__s64 shown_vblanks; /* ... and those vblanks */
+};
+
+/* One interval's statistics: the counters, then the histograms by
+ * SITS_STAGE_* and SITS_FRAME_HIST_* (journey.bpf.c's frame_stats, per CPU) */
+struct sits_frame_epoch {
+	struct sits_frame_stats stats;
+	struct sits_hist hists[SITS_FRAME_HISTS];
+};
+
+/* journey.bpf.c's .rodata.journey, written by sits/journey/kernel.py */
+struct sits_journey_config {
+	__u64 display_latency_ns;  /* added to glass to glass */
+	__u32 records;             /* stream each finished frame's struct sits_frame */
+	__u32 pad;
+};
+
 struct sits_fence_name {
 	char driver[SITS_NAME_LEN];
 	char timeline[SITS_NAME_LEN];
