@@ -60,9 +60,22 @@ struct drm_gem_object___sits {
 	void *dma_buf;
 } __attribute__((preserve_access_index));
 
+struct list_head___sits {
+	struct list_head___sits *next;
+} __attribute__((preserve_access_index));
+
 struct drm_framebuffer___sits {
+	struct list_head___sits filp_head;
 	struct drm_gem_object___sits *obj[4];
 } __attribute__((preserve_access_index));
+
+struct drm_file___sits {
+	struct list_head___sits fbs;
+} __attribute__((preserve_access_index));
+
+/* fbs a process's file may hold for the walk below: more than sits' or
+ * GStreamer's (a few of their own, and one a capture buffer) */
+#define FILE_FBS 32
 
 struct drm_crtc___sits {
 	unsigned int index;
@@ -170,6 +183,7 @@ struct {
 /* the commit ioctl a task is in */
 struct commit_ctx {
 	__u64 start_ns;
+	__u64 fbs;      /* the committing file's framebuffer list (its head) */
 	__u32 active;
 	__u32 n;
 	__u64 id[COMMIT_FRAMES];
@@ -423,7 +437,7 @@ int BPF_PROG(sits_journey_dqbuf, void *q, struct vb2_buffer___sits *vb)
 
 /* -- commits --------------------------------------------------------------- */
 
-static __always_inline int commit_begin(__u32 flags)
+static __always_inline int commit_begin(__u32 flags, struct drm_file___sits *file)
 {
 	struct commit_ctx *c;
 
@@ -433,67 +447,83 @@ static __always_inline int commit_begin(__u32 flags)
 	if (!c)
 		return 0;
 	c->start_ns = bpf_ktime_get_ns();
+	c->fbs = (__u64)&file->fbs;
 	c->active = 1;
 	c->n = 0;
 	return 0;
 }
 
+/* The framebuffer is one the committing file made (ADDFB): on that file's
+ * list. A copy of a frame is; the framebuffer a display restore puts back
+ * at the end of a run (fbdev's, on the kernel client's file) is not. */
+static __always_inline bool own_fb(struct commit_ctx *c, struct drm_framebuffer___sits *fb)
+{
+	struct list_head___sits *node = BPF_CORE_READ(fb, filp_head.next);
+
+	for (int i = 0; i < FILE_FBS && node; i++) {
+		if ((__u64)node == c->fbs)
+			return true;
+		node = BPF_CORE_READ(node, next);
+	}
+	return false;
+}
+
 /* The commit ioctls (dev, data, file): drm_mode_atomic_ioctl's data is a
  * struct drm_mode_atomic, flags first. */
-static __always_inline int atomic_begin(void *data)
+static __always_inline int atomic_begin(void *data, struct drm_file___sits *file)
 {
 	__u32 flags = 0;
 
 	bpf_probe_read_kernel(&flags, sizeof(flags), data);
-	return commit_begin(flags);
+	return commit_begin(flags, file);
 }
 
 SEC("fentry/drm_mode_atomic_ioctl")
-int BPF_PROG(sits_journey_atomic, void *dev, void *data)
+int BPF_PROG(sits_journey_atomic, void *dev, void *data, struct drm_file___sits *file)
 {
-	return atomic_begin(data);
+	return atomic_begin(data, file);
 }
 
 SEC("kprobe/drm_mode_atomic_ioctl")
-int BPF_KPROBE(sits_journey_atomic_kp, void *dev, void *data)
+int BPF_KPROBE(sits_journey_atomic_kp, void *dev, void *data, struct drm_file___sits *file)
 {
-	return atomic_begin(data);
+	return atomic_begin(data, file);
 }
 
 SEC("fentry/drm_mode_setplane")
-int BPF_PROG(sits_journey_setplane)
+int BPF_PROG(sits_journey_setplane, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 SEC("kprobe/drm_mode_setplane")
-int BPF_KPROBE(sits_journey_setplane_kp)
+int BPF_KPROBE(sits_journey_setplane_kp, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 SEC("fentry/drm_mode_page_flip_ioctl")
-int BPF_PROG(sits_journey_page_flip)
+int BPF_PROG(sits_journey_page_flip, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 SEC("kprobe/drm_mode_page_flip_ioctl")
-int BPF_KPROBE(sits_journey_page_flip_kp)
+int BPF_KPROBE(sits_journey_page_flip_kp, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 SEC("fentry/drm_mode_setcrtc")
-int BPF_PROG(sits_journey_setcrtc)
+int BPF_PROG(sits_journey_setcrtc, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 SEC("kprobe/drm_mode_setcrtc")
-int BPF_KPROBE(sits_journey_setcrtc_kp)
+int BPF_KPROBE(sits_journey_setcrtc_kp, void *dev, void *data, struct drm_file___sits *file)
 {
-	return commit_begin(0);
+	return commit_begin(0, file);
 }
 
 /* drm_atomic_set_fb_for_plane(plane_state, fb): the plane gets `fb` in the
@@ -520,7 +550,7 @@ static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_
 			return 0;
 		fid = *id;
 		p->zero_copy = 1;
-	} else if (!p->zero_copy && p->last_dequeued) {
+	} else if (!p->zero_copy && p->last_dequeued && own_fb(c, fb)) {
 		fid = p->last_dequeued;
 		copy = true;
 	}
