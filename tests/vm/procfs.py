@@ -40,3 +40,16 @@ def wait_for(alive, reached, what: str) -> None:
         assert alive(), f"the process ended before {what}"
         assert time.monotonic() < deadline, f"no {what} within {PHASE_WAIT_S} s"
         time.sleep(0.002)
+
+
+def kernel_view(pid) -> str:
+    """Where a process that does not end is, as the kernel says (wchan,
+    its kernel stack, the syscall it is in)."""
+    seen = []
+    for name in ("wchan", "stack", "syscall"):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                seen.append(f"{name}: {f.read().strip()}")
+        except OSError as exc:
+            seen.append(f"{name}: {exc}")
+    return "\n".join(seen)

@@ -9,7 +9,7 @@ import sys
 import time
 
 from tests.vm.conftest import EVENT_WAIT_S
-from tests.vm.procfs import fd_targets
+from tests.vm.procfs import fd_targets, kernel_view
 
 
 class Child:
@@ -71,13 +71,7 @@ class Child:
     def _where(self) -> str:
         """The kernel's and (for a forked run) Python's view of a run that
         does not end, then the run killed."""
-        seen = []
-        for name in ("wchan", "stack", "syscall"):
-            try:
-                with open(f"/proc/{self.pid}/{name}") as f:
-                    seen.append(f"{name}: {f.read().strip()}")
-            except OSError as exc:
-                seen.append(f"{name}: {exc}")
+        seen = kernel_view(self.pid)
         os.kill(self.pid, signal.SIGUSR1)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -88,7 +82,7 @@ class Child:
                 self._pipes[self._err].append(data)
         self.close()
         err = b"".join(self._pipes[self._err]).decode(errors="replace")
-        return "\n".join(seen) + "\nstderr:\n" + err[-6000:]
+        return seen + "\nstderr:\n" + err[-6000:]
 
     def close(self) -> None:
         if self.alive():

@@ -16,6 +16,7 @@ from sits.pipeline.consumer import Consumer
 from sits.pipeline.pipeline import ConsumerError
 from tests.vm.conftest import run_until
 from tests.vm.kms_observer import display_state, observer, showing_sits
+from tests.vm.procfs import kernel_view
 
 pytestmark = pytest.mark.vm
 
@@ -68,11 +69,14 @@ def test_restored_after_a_signal(sig, vivid_path, vkms_path):
         try:
             assert showing_sits(obs, before, proc), "sits never showed a frame"
             proc.send_signal(getattr(signal, sig))
-            out, err = proc.communicate(timeout=120)
+            try:
+                out, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"sits did not end within 120 s of {sig}:\n{kernel_view(proc.pid)}") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+                proc.communicate(timeout=60)   # a kill that cannot land fails here, not holds the tier
         assert proc.returncode == 0, err
         assert '"stopped_by": "signal"' in out
         assert display_state(obs) == before
