@@ -212,22 +212,24 @@ def run_case(code: str, fps: float, kind: str, seconds: float) -> dict:
         cam.close()
 
 
-def machine_floor(fps: float, seconds: float) -> dict:
+def machine_floor(rates: list[float], seconds: float) -> list[dict]:
     """What one timer wake-up a frame costs this machine with no sits and
-    no Python (tools/bench/wake_floor.c: a timerfd in an epoll, read at
-    each tick): the floor under every path's CPU per frame."""
+    no Python (tools/bench/wake_floor.c, built once: a timerfd in an epoll,
+    read at each tick), at each rate: the floor under every path's CPU per
+    frame."""
     import shutil
     import subprocess
     import tempfile
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
-        return dict(path="floor", fps=fps, error="no C compiler")
+        return [dict(path="floor", fps=fps, error="no C compiler") for fps in rates]
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wake_floor.c")
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "wake_floor")
         subprocess.run([cc, "-O2", "-o", exe, src], check=True)
-        out = subprocess.run([exe, str(fps), str(seconds)], check=True, capture_output=True, text=True).stdout
-    return dict(path="floor", **json.loads(out))
+        return [dict(path="floor", **json.loads(subprocess.run([exe, str(fps), str(seconds)], check=True,
+                                                              capture_output=True, text=True).stdout))
+                for fps in rates]
 
 
 def over(row: dict, floor: dict) -> str:
@@ -248,7 +250,7 @@ def main() -> int:
     ap.add_argument("--paths", default="loop-c,loop-only,sits-copy,sits-direct,sits-copy+python,dynamic,pytorch")
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = [machine_floor(fps, args.seconds) for fps in (float(f) for f in args.fps.split(","))]
+    rows = machine_floor([float(f) for f in args.fps.split(",")], args.seconds)
     for row in rows:
         print(json.dumps(row), flush=True)
     floor = {r["fps"]: r.get("cpu_us_per_frame") for r in rows}
