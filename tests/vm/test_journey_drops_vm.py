@@ -1,10 +1,11 @@
 """Drops made on purpose, counted by `sits probe frames` exactly as sits
 counts them itself, by cause and frame by frame: vivid losing buffers (its
 "Percentage of Dropped Buffers" control: the driver skips sequence numbers)
-and frames the display cannot take (every frame's commit also written back,
-which under TCG keeps a flip pending while the next frames come: sits shows
-the newest and drops the rest)."""
+and frames the display cannot take (sits stopped until the driver has
+filled every buffer, tests/vm/paused.py: it wakes to several frames at
+once, shows the newest and drops the rest)."""
 import json
+import sys
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.vm.test_journey_vm import follow, sits_capture
 pytestmark = pytest.mark.vm
 
 DROPPED_PERCENT = 20
+PAUSES = 3
 
 
 @pytest.fixture
@@ -28,9 +30,11 @@ def dropping_vivid(vivid_path):
 
 
 def test_drops_made_on_purpose_are_counted_as_sits_counts_them(tmp_path, dropping_vivid, vkms_path):
+    # eight buffers: a wake-up after a pause finds six or more frames
     cmd, timeline, summary = sits_capture(tmp_path, dropping_vivid, vkms_path, "--memory", "mmap",
-                                          "--format", "XR24", "--verify", "--verify-every", "1")
-    rep, kernel = follow(tmp_path, cmd, name="drops")
+                                          "--format", "XR24", "--buffers", "8")
+    paused = [sys.executable, "-m", "tests.vm.paused", dropping_vivid, str(PAUSES), "--", *cmd]
+    rep, kernel = follow(tmp_path, paused, name="drops")
     s = json.loads(summary.read_text())
     own = record.read(str(timeline))
     # the drops were made: without them this test would hold nothing

@@ -33,12 +33,12 @@ CARRIED = ("captured", "scanout", "replaced")
 # emulated CPU for milliseconds between the two.
 
 
-def follow(tmp_path, command, name="run"):
-    """`sits probe frames` around `command`: its JSON report and the kernel's
-    records (--stream)."""
+def follow(tmp_path, command, name="run", env=None):
+    """`sits probe frames` around `command` (in `env`): its JSON report and
+    the kernel's records (--stream)."""
     report, stream = tmp_path / f"{name}.json", tmp_path / f"{name}.ndjson"
     r = subprocess.run([*SITS, "probe", "frames", "--json", "-o", str(report), "--stream", str(stream),
-                        "--", *command], capture_output=True, text=True, timeout=1200)
+                        "--", *command], capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, r.stderr
     rep = json.loads(report.read_text())
     # a record is streamed when its frame's journey ends: a dropped frame's
