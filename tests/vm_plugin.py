@@ -12,16 +12,19 @@ SITS_VM_ARCH=arm64 runs the tier in the arm64 VM instead (tools/vm/setup
 --arch arm64, by hand: slow under TCG); without that setup its tests skip,
 saying so. CI leaves it unset.
 """
+import faulthandler
 import json
 import os
 import sys
 import tempfile
+import threading
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_VM = os.environ.get("SITS_IN_VM") == "1"
 VM_ARCH = os.environ.get("SITS_VM_ARCH", "x86_64")  # sitsvm.ARCHES
+HANG_FILE = "hang.txt"   # beside the results: where each task of a hung test was
 
 
 def pytest_addoption(parser):
@@ -33,9 +36,38 @@ def pytest_addoption(parser):
 
 # --------------------------------------------------------------- inside the VM
 class _Recorder:
-    def __init__(self, path):
+    def __init__(self, path, timeout):
         self.path = path
         self.outcomes = {}
+        # pytest-timeout's SIGALRM cannot interrupt a test blocked in the
+        # kernel: past its bound, say where every task is (before the host,
+        # hearing nothing, kills the VM and all it knew)
+        self.hang_after = timeout + 60 if timeout else None
+        self.watch = None
+
+    def _dump_hang(self, nodeid):
+        from tests.vm.procfs import stuck_view
+        dump = os.path.join(os.path.dirname(self.path), HANG_FILE)
+        with open(dump, "a") as f:
+            f.write(f"{nodeid}: still running {self.hang_after} s after it began\n")
+            faulthandler.dump_traceback(file=f, all_threads=True)
+            f.write(stuck_view(os.getpid()) + "\n")
+        try:
+            with open("/proc/sysrq-trigger", "w") as f:
+                f.write("w")   # the kernel's own list of blocked tasks, on the console
+        except OSError:
+            pass
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        if self.hang_after:
+            self.watch = threading.Timer(self.hang_after, self._dump_hang, (nodeid,))
+            self.watch.daemon = True
+            self.watch.start()
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
 
     def pytest_runtest_logreport(self, report):
         rec = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "longrepr": ""})
@@ -54,7 +86,8 @@ class _Recorder:
 def pytest_configure(config):
     path = config.getoption("--sits-vm-results")
     if IN_VM and path:
-        config.pluginmanager.register(_Recorder(path), "sits-vm-recorder")
+        timeout = config.getoption("timeout", None)
+        config.pluginmanager.register(_Recorder(path, float(timeout) if timeout else None), "sits-vm-recorder")
 
 
 # ------------------------------------------------------------------ on the host
@@ -67,6 +100,7 @@ class _VmSession:
         self.results = None
         self.error = None
         self.vm_error = None
+        self.hang = ""
 
     def run(self):
         if self.results is not None or self.error is not None:
@@ -118,6 +152,8 @@ class _VmSession:
                 for line in f:
                     rec = json.loads(line)
                     self.results[rec["nodeid"]] = rec
+        hang = os.path.join(outdir, HANG_FILE)
+        self.hang = open(hang).read() if os.path.exists(hang) else ""
         if not self.results:
             tail = "\n".join(result.output.splitlines()[-30:])
             console = "\n".join((result.console or "").splitlines()[-20:])
@@ -142,8 +178,9 @@ class VmReplayItem(pytest.Item):
         rec = vs.results.get(self.nodeid)
         if rec is None:
             why = f" ({vs.vm_error})" if vs.vm_error else " (crashed or timed out before it ran)"
+            hang = f"\nwhere its tasks were:\n{vs.hang}" if self.nodeid in vs.hang else ""
             pytest.fail(f"no result from the VM for this test{why}; "
-                        "see the vm.log under ~/.cache/sits/vm-runs", pytrace=False)
+                        f"see the vm.log under ~/.cache/sits/vm-runs{hang}", pytrace=False)
         if rec["outcome"] == "skipped":
             pytest.skip(f"[in VM] {rec['longrepr']}")
         if rec["outcome"] == "failed":

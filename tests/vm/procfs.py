@@ -53,3 +53,39 @@ def kernel_view(pid) -> str:
         except OSError as exc:
             seen.append(f"{name}: {exc}")
     return "\n".join(seen)
+
+
+def _stat(pid) -> tuple[str, int] | None:
+    """(state, ppid) from /proc/PID/stat; None once it has gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return rest[0], int(rest[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stuck_view(root_pid) -> str:
+    """The kernel's view (kernel_view) of every descendant of `root_pid` and
+    of every task in uninterruptible sleep (D) anywhere: what a hung test
+    waits on, when its own timeout cannot interrupt it."""
+    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(p))}
+    parents = {pid: ppid for pid, (_, ppid) in stats.items()}
+
+    def below_root(pid):
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == root_pid:
+                return True
+        return False
+
+    out = []
+    for pid, (state, _) in sorted(stats.items()):
+        if state == "D" or below_root(pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = "?"
+            out.append(f"--- pid {pid} state {state}: {cmd[:200]}\n{kernel_view(pid)}")
+    return "\n".join(out) or "no descendant and no task in D state"
