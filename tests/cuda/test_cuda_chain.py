@@ -434,3 +434,23 @@ def test_the_timeline_carries_each_frames_cuda_stages(cp, capsys, tmp_path, batc
     spans = sorted((r["cuda_done_ns"] - r["captured_ns"]) / 1e6 for r in recs)
     median = (spans[23] + spans[24]) / 2
     assert abs(median - data["cuda"]["latency_ms"]["p50"]) <= 0.01, (median, data["cuda"]["latency_ms"])
+
+
+def test_a_conversion_that_never_writes_its_end_stamp_is_one_clear_error(cp, monkeypatch):
+    """Each buffer's graph made without its end stamp (the last node): the
+    queue's C sees the launch late (CU_STAMP_LATE_NS), asks the stream,
+    finds it idle, and the run stops with one error naming the buffer;
+    every buffer goes back and no fd stays open."""
+    from sits.cuda.stamp import Stamps
+    from sits.errors import DeviceError
+    monkeypatch.setattr(Stamps, "end", lambda self, index, stream: None)
+    fds = open_fds()
+    cam = SyntheticCamera("YUYV", (640, 360), fps=60, buffers=4)
+    try:
+        with pytest.raises(DeviceError, match=r"^buffer \d+'s conversion ended without its end stamp"):
+            Pipeline(cam, consumers=[CudaConsumer(SPEC)]).run(frames=600)
+        assert not cam.streaming and not any(b.leased for b in cam.buffers)
+    finally:
+        cam.close()
+    gc.collect()
+    assert open_fds() == fds
