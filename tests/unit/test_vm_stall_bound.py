@@ -11,6 +11,7 @@ finally:
     sys.path.pop(0)
 
 GUEST = """
+{boot}
 echo 'sits-vm-guest: up' >&2
 echo 'sits-vm-guest: run' >&2
 {body}
@@ -18,10 +19,24 @@ echo 'sits-vm-guest: exit 0' >&2
 """
 
 
-def supervise(body, *, timeout=None, idle_timeout=None):
+def supervise(body, *, timeout=None, idle_timeout=None, boot="", boot_timeout=30.0):
     import time
-    argv = ["sh", "-c", GUEST.format(body=body)]
-    return sitsvm._supervise(argv, dict(os.environ), time.monotonic(), (timeout, idle_timeout, 30.0), None)
+    argv = ["sh", "-c", GUEST.format(body=body, boot=boot)]
+    return sitsvm._supervise(argv, dict(os.environ), time.monotonic(), (timeout, idle_timeout, boot_timeout), None)
+
+
+def test_a_boot_longer_than_the_boot_bound_that_keeps_printing_comes_up():
+    # a busy host's boot: 30 console lines 50 ms apart, 1.5 s in all, each gap under the 0.5 s bound
+    r = supervise("echo ran", boot="i=0; while [ $i -lt 30 ]; do echo boot $i >&2; i=$((i+1)); sleep 0.05; done",
+                  boot_timeout=0.5)
+    assert r.error is None and r.returncode == 0, r.error
+    assert "ran" in r.output
+
+
+def test_a_silent_boot_is_stopped_by_the_boot_bound():
+    r = supervise("echo ran", boot="echo booting >&2; exec sleep 600", boot_timeout=1.0, timeout=20)
+    assert r.returncode == sitsvm.EXIT_VM
+    assert "no console output for 1 s" in r.error and "ran" not in r.output
 
 
 def test_a_run_longer_than_the_idle_bound_that_keeps_writing_goes_on():
