@@ -120,6 +120,21 @@ void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done,
 	*(done ? &r->cuda_done_ns : &r->cuda_submitted_ns) = ns ? ns : now_ns();
 }
 
+/* The camera went: its buffers are never queued again, so each open
+ * record lets go of its buffer with no requeue (a new device's buffer of
+ * the same index is another buffer); one on screen stays open until the
+ * flip that replaces it. */
+void sits_queue_timeline_device_gone(struct sits_queue *L)
+{
+	for (uint32_t i = 0; i < SITS_Q_MAX_BUFS; i++) {
+		uint32_t record = L->buffer_record[i];
+		if (record) {
+			L->buffer_record[i] = 0;
+			timeline_let_go(L, record, HOLD_BUFFER);
+		}
+	}
+}
+
 /* The run ended: every open record goes to Python as it is. */
 void sits_queue_timeline_end(struct sits_queue *L)
 {
@@ -558,9 +573,16 @@ int sits_queue_flip_events(struct sits_queue *L)
 		if (L->pending.index == SITS_Q_NONE || v->user_data != L->pending.tag)
 			continue;   /* not ours: a commit made before a mode change, say */
 		int64_t vblank_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
-		if (L->timeline)
-			timeline_flip(L, L->pending.record, L->on_screen.record,
-				      L->next.index == SITS_Q_NONE ? 0 : L->next.record, vblank_ns, v->sequence);
+		uint32_t waiting = L->next.index == SITS_Q_NONE ? 0 : L->next.record;
+		if (L->timeline && L->pending.index == SITS_Q_OWN) {
+			/* the freeze frame of a lost camera: a copy of the frame on
+			 * screen, whose pixels stay there until a next frame's replace
+			 * them (as the kernel sees it: no frame took the plane) */
+			L->pending.record = L->on_screen.record;
+			timeline_flip(L, 0, 0, waiting, vblank_ns, v->sequence);
+		} else if (L->timeline) {
+			timeline_flip(L, L->pending.record, L->on_screen.record, waiting, vblank_ns, v->sequence);
+		}
 		if (L->pending.index != SITS_Q_OWN) {
 			L->displayed++;
 			int64_t flip_ns = vblank_ns;

@@ -160,6 +160,7 @@ int sits_queue_requeue_idle(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
 int sits_queue_cuda_done(struct sits_queue *L);
 void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
+void sits_queue_timeline_device_gone(struct sits_queue *L);
 void sits_queue_timeline_end(struct sits_queue *L);
 /* cdef-end */
 

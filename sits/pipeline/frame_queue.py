@@ -96,8 +96,11 @@ class FrameQueue:
         """The device is gone or closing: nothing is queued into it any more.
         Its frames that consumers still hold keep coming here when released
         (their holds end, nothing is queued), so that a lost camera can be
-        closed once the last goes; attach() takes the next device."""
+        closed once the last goes; attach() takes the next device. Its
+        frames' records are never requeued."""
         self.L.vfd = -1
+        if self.timeline is not None:
+            lib.sits_queue_timeline_device_gone(self.L)
 
     # the queue owner's part (CaptureDevice.start/stop/requeue call these)
     def requeue_idle(self) -> None:
