@@ -30,13 +30,13 @@ HOOKED = ("drm_mode_atomic_ioctl", "drm_mode_setplane", "drm_mode_page_flip_ioct
           "drm_atomic_set_fb_for_plane", "vb2_core_expbuf")
 
 
-def capture(tmp_path, vivid_path, vkms_path, frames=FRAMES):
+def capture(tmp_path, vivid_path, vkms_path, frames=FRAMES, *extra):
     """`sits capture --to-kms` of exported (MMAP) buffers, through sh; its
     summary's path."""
     summary = tmp_path / "summary.json"
     cmd = ["sh", "-c", " ".join([*SITS, "capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
                                  "--size", "320x180", "--frames", str(frames), "--memory", "mmap",
-                                 "--format", "XR24", "--json"]) + f" > {summary}"]
+                                 "--format", "XR24", "--json", *extra]) + f" > {summary}"]
     return cmd, summary
 
 
@@ -112,7 +112,8 @@ def test_in_kernel_statistics_are_the_records_statistics(trampolines, tmp_path, 
 
 
 def test_without_a_stream_the_report_needs_no_records(tmp_path, vivid_path, vkms_path):
-    cmd, summary = capture(tmp_path, vivid_path, vkms_path)
+    timeline = tmp_path / "timeline.ndjson"
+    cmd, summary = capture(tmp_path, vivid_path, vkms_path, FRAMES, "--timeline", str(timeline))
     report = tmp_path / "report.json"
     r = subprocess.run([*SITS, "probe", "frames", "--json", "-o", str(report), "--", *cmd],
                        capture_output=True, text=True, timeout=1200)
@@ -124,7 +125,13 @@ def test_without_a_stream_the_report_needs_no_records(tmp_path, vivid_path, vkms
     assert f["count"] == FRAMES and f["reached"]["dequeued"] == FRAMES
     assert f["reached"]["scanout"] == s["frames_displayed"] > 0
     assert f["drops"]["not_shown"] == s["drops"]["display"]
-    assert f["stages"]["scanout"]["count"] > 0 and f["glass_to_glass_ms"]["p50"] is not None
+    assert f["stages"]["scanout"]["count"] > 0
+    # glass to glass counts the frames shown at or after their V4L2
+    # timestamp: vivid's clock can run ahead of the guest's under a loaded
+    # TCG host (all 150 shown frames once), and then there are none
+    own = record.read(str(timeline))
+    seen = any(r["scanout_ns"] is not None and r["scanout_ns"] >= r["captured_ns"] for r in own)
+    assert (f["glass_to_glass_ms"]["p50"] is not None) == seen, (f["glass_to_glass_ms"], seen)
 
 
 def test_records_are_not_streamed_unless_asked_for(tmp_path, vivid_path, vkms_path):
