@@ -86,6 +86,8 @@ JOURNEY_PROGRAMS = (
     *((f"sits_journey_{hook}{end}", _DRM_IS_THERE, (f"sits_journey_{hook}{end}_kp",))
       for hook in ("atomic", "setplane", "page_flip", "setcrtc") for end in ("", "_exit")),
     ("sits_journey_set_fb", _DRM_IS_THERE, ("sits_journey_set_fb_kp",)),
+    ("sits_journey_reqbufs", _VB2_IS_THERE, ("sits_journey_reqbufs_kp",)),
+    ("sits_journey_queue_release", _VB2_IS_THERE, ("sits_journey_queue_release_kp",)),
     ("sits_journey_delivered", _DRM_IS_THERE, ()),
     ("sits_journey_vblank", ("drm", "drm_vblank_event"), ()),
 )

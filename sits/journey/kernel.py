@@ -171,6 +171,7 @@ class KernelJourney:
         self._stats_fd = obj.map_fd("frame_stats")
         self._epoch_fd = obj.map_fd("frame_epoch")
         self._last_fd = obj.map_fd("last_scanout")
+        self._freed_fd = obj.map_fd("queues_freed")
         self._epoch = 0
         cfg = obj.section(".rodata.journey", "struct sits_journey_config *")
         self.display_latency_ms = cfg.display_latency_ns / 1e6
@@ -223,6 +224,12 @@ class KernelJourney:
         self.errors += int(np.count_nonzero(err & (rows["dequeued_ns"] != 0)))
         return to_records(rows[~err])
 
+    def queues_freed(self) -> int:
+        """How many times a queue freed buffers the journey knew (REQBUFS
+        again, its owner's close): their identities were forgotten, so
+        the buffers allocated next are joined as new ones."""
+        return maps.lookup_u64(self._freed_fd, 0)
+
     def close(self) -> None:
         if self._ring is not None:
             self._ring.close()
@@ -251,6 +258,7 @@ def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -
     drops = session.drops()
     report["frames"]["lost"] = {"ring_full": drops["frame_ring"], "map_full": drops["frame_map_full"]}
     report["frames"]["driver_errors"] = reader.errors
+    report["frames"]["queues_freed"] = reader.queues_freed()
     report["untimed"] = untimed_stages(session)
     report["hooks"] = hooks(session)
     return report

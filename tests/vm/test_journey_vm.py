@@ -71,8 +71,22 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
     # one for one, in capture order (a driver under TCG can repeat a
     # sequence number: order, buffer and sequence together are the identity)
     assert [(r["sequence"], r["buffer"]) for r in kernel] == [(r["sequence"], r["buffer"]) for r in own]
-    copied = fmt == "YUYV"   # vkms cannot scan out YUYV: sits converts into a buffer of its own
-    for k, mine in zip(kernel, own):
+    joined_as_sits_saw_them(kernel, own, copied=fmt == "YUYV")
+
+    # every displayed frame joined, and drops as sits counted them, by cause
+    shown = [r for r in kernel if r["scanout_ns"] is not None]
+    assert len(shown) == s["frames_displayed"] > 0
+    f = rep["frames"]
+    assert f["count"] == FRAMES
+    assert f["drops"]["not_shown"] == s["drops"]["display"]
+    assert f["drops"]["sequence_gap"] == s["drops"]["sequence_gap"]
+
+
+def joined_as_sits_saw_them(kernel, own, copied):
+    """The kernel's records of sits' frames against sits' own, frame for
+    frame (`copied`: vkms cannot scan out the camera's format, and sits
+    converts into a buffer of its own)."""
+    for k, mine in zip(kernel, own, strict=True):
         # a copy is made for a commit: a frame dropped before its commit
         # (a loaded host) was never copied
         expect = copied and mine["committed_ns"] is not None
@@ -94,14 +108,6 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
             assert k["scanout_ns"] <= k["replaced_ns"], k
             if not copied:  # (a copy's buffer can go back before the copy is shown)
                 assert k["requeued_ns"] is None or k["replaced_ns"] <= k["requeued_ns"], k
-
-    # every displayed frame joined, and drops as sits counted them, by cause
-    shown = [r for r in kernel if r["scanout_ns"] is not None]
-    assert len(shown) == s["frames_displayed"] > 0
-    f = rep["frames"]
-    assert f["count"] == FRAMES
-    assert f["drops"]["not_shown"] == s["drops"]["display"]
-    assert f["drops"]["sequence_gap"] == s["drops"]["sequence_gap"]
 
 
 @pytest.mark.skipif(not shutil.which("gst-launch-1.0"), reason="no gst-launch-1.0")

@@ -23,7 +23,10 @@
  *
  * A frame is finished once nothing more can happen to it: requeued and
  * replaced, or requeued never committed (and not its process's last
- * dequeued frame, which a copy may still show). Then it is counted in the
+ * dequeued frame, which a copy may still show); a buffer freed (REQBUFS
+ * again, the queue's close) stands for its requeue. Its identity goes with
+ * it: a new buffer may get the freed one's address, and must not be taken
+ * for it. Then it is counted in the
  * interval's statistics (count_frame(): each stage's histogram, drops by
  * cause, glass to glass, as sits/journey/stats.py counts a record) and,
  * when user space asks for records (journey_cfg.records), streamed. User
@@ -34,6 +37,10 @@
  * its kprobe twin named ..._kp, and user space loads one set
  * (the kprobes of sits/ebpf/points.py's JOURNEY_PROGRAMS). */
 #include "common.bpf.h"
+
+struct vb2_queue___sits {
+	unsigned int streaming:1;
+} __attribute__((preserve_access_index));
 
 struct vb2_plane___sits {
 	void *dbuf;
@@ -139,6 +146,16 @@ SITS_HASH(BPF_MAP_TYPE_HASH, 2048, __u64, struct sits_frame) frames SEC(".maps")
 SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u64) frame_of_vb SEC(".maps");
 SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u64) vb_of_dmabuf SEC(".maps");
 SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u32) vb_owner SEC(".maps");
+/* vb2 buffer -> its vb2 queue (the buffers a queue frees are forgotten) */
+SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 1024, __u64, __u64) vb_queue SEC(".maps");
+
+/* queues that freed buffers the journey knew (sits/journey/kernel.py) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} queues_freed SEC(".maps");
 
 struct queue_seq {
 	__u32 last;
@@ -321,7 +338,7 @@ static __always_inline void maybe_done(__u64 id, struct sits_frame *f)
 {
 	struct process_frames *p;
 
-	if (!f->requeued_ns)
+	if (!f->requeued_ns && !(f->flags & SITS_FRAME_FREED))
 		return;
 	if (f->committed_ns) {
 		if (f->replaced_ns)
@@ -343,6 +360,9 @@ int BPF_PROG(sits_journey_qbuf, void *q, struct vb2_buffer___sits *vb)
 	if (!wanted(pid_tgid))
 		return 0;
 	bpf_map_update_elem(&vb_owner, &key, &tgid, BPF_ANY);
+	__u64 qkey = (__u64)q;
+
+	bpf_map_update_elem(&vb_queue, &key, &qkey, BPF_ANY);
 	if (BPF_CORE_READ(vb, memory) == VB2_MEMORY_DMABUF) {
 		__u64 dbuf = (__u64)BPF_CORE_READ(vb, planes[0].dbuf);
 
@@ -851,6 +871,100 @@ int BPF_KPROBE(sits_journey_dma_buf_fd_kp, void *dmabuf)
 	exported((void *)*slot, dmabuf);
 	*slot = 0;
 	return 0;
+}
+
+/* -- a queue's buffers freed ------------------------------------------------ */
+
+struct forget_ctx {
+	__u64 q;
+	/* a buffer was forgotten: set, never counted up -- a value the
+	 * callback changes on each call keeps the verifier from finding the
+	 * state it has seen, and it walks every call until it gives up (E2BIG) */
+	__u64 forgot;
+};
+
+static long forget_dmabuf(struct bpf_map *map, __u64 *dbuf, __u64 *vb, struct forget_ctx *ctx)
+{
+	__u64 *q = bpf_map_lookup_elem(&vb_queue, vb);
+
+	if (q && *q == ctx->q)
+		bpf_map_delete_elem(map, dbuf);
+	return 0;
+}
+
+static long forget_vb(struct bpf_map *map, __u64 *vb, __u64 *q, struct forget_ctx *ctx)
+{
+	__u64 *id;
+
+	if (*q != ctx->q)
+		return 0;
+	id = bpf_map_lookup_elem(&frame_of_vb, vb);
+	if (id) {
+		__u64 fid = *id;
+		struct sits_frame *f = bpf_map_lookup_elem(&frames, &fid);
+
+		/* ended by the next event that looks at it (its replacement on
+		 * screen, its process's next dequeue) or the final flush: ending
+		 * it here would put count_frame() in this callback, past what
+		 * the verifier takes */
+		if (f && !f->requeued_ns)
+			f->flags |= SITS_FRAME_FREED;
+		bpf_map_delete_elem(&frame_of_vb, vb);
+	}
+	bpf_map_delete_elem(&vb_owner, vb);
+	bpf_map_delete_elem(map, vb);
+	ctx->forgot = 1;
+	return 0;
+}
+
+/* `q` frees its buffers: each one's frame is marked to end as if
+ * requeued, and the buffer, its dma-buf and its owner are forgotten
+ * (dma-bufs first: they are found through the buffers' queue). */
+static __always_inline int forget_queue(void *q)
+{
+	struct forget_ctx ctx = { .q = (__u64)q };
+	__u32 zero = 0;
+	__u64 *n;
+
+	bpf_for_each_map_elem(&vb_of_dmabuf, forget_dmabuf, &ctx, 0);
+	bpf_for_each_map_elem(&vb_queue, forget_vb, &ctx, 0);
+	n = bpf_map_lookup_elem(&queues_freed, &zero);
+	if (ctx.forgot && n)
+		__sync_fetch_and_add(n, 1);
+	return 0;
+}
+
+/* vb2_core_reqbufs frees a queue's buffers unless it is streaming (EBUSY) */
+static __always_inline int reqbufs(struct vb2_queue___sits *q)
+{
+	if (BPF_CORE_READ_BITFIELD_PROBED(q, streaming))
+		return 0;
+	return forget_queue(q);
+}
+
+SEC("fentry/vb2_core_reqbufs")
+int BPF_PROG(sits_journey_reqbufs, struct vb2_queue___sits *q)
+{
+	return reqbufs(q);
+}
+
+SEC("kprobe/vb2_core_reqbufs")
+int BPF_KPROBE(sits_journey_reqbufs_kp, struct vb2_queue___sits *q)
+{
+	return reqbufs(q);
+}
+
+/* the queue's owner closed it: its buffers go */
+SEC("fentry/vb2_core_queue_release")
+int BPF_PROG(sits_journey_queue_release, void *q)
+{
+	return forget_queue(q);
+}
+
+SEC("kprobe/vb2_core_queue_release")
+int BPF_KPROBE(sits_journey_queue_release_kp, void *q)
+{
+	return forget_queue(q);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -116,6 +116,7 @@ struct sits_frame {
 enum sits_frame_flags {
 	SITS_FRAME_COPIED = 1,     /* the commit showed a copy (no capture dma-buf behind it) */
 	SITS_FRAME_ERROR = 2,      /* the driver marked the buffer as an error */
+	SITS_FRAME_FREED = 4,      /* its buffer was freed before it was requeued (REQBUFS again, close) */
 };
 
 /* A frame's stages in the order it reaches them: the first of

@@ -1,0 +1,42 @@
+"""Run a capture command (`--reconnect`) with its camera pulled and
+plugged in again mid-run.
+
+    python -m tests.vm.replugged DEVICE -- COMMAND...
+
+Once the device's stream has come some way (QUERYBUF from a second fd,
+tests/vm/paused.py's view of the queue), vivid's "Disconnect" control
+unregisters it; once the command has let the old device go (rmmod is
+refused until then), vivid is loaded again, as tests/vm/vivid.py does.
+The command's new queue gets new buffers -- often at the freed ones'
+kernel addresses. Exits with the command's status."""
+import os
+import subprocess
+import sys
+import time
+
+from tests.vm import vivid
+from tests.vm.paused import ADVANCE, WAIT_S, buffers, wait
+
+
+def main(argv) -> int:
+    device, sep, *command = argv
+    assert sep == "--" and command, __doc__
+    child = subprocess.Popen(command)
+    fd = os.open(device, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        streaming = wait(child, fd, lambda bufs: max((s for _, s in bufs), default=0) >= ADVANCE)
+    finally:
+        os.close(fd)   # (an open fd keeps vivid loaded)
+    if streaming:
+        vivid.pull_cable(device)
+        deadline = time.monotonic() + WAIT_S
+        while subprocess.run(["rmmod", "vivid"], capture_output=True).returncode != 0:
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("replugged: the command never let the old device go")
+            time.sleep(0.05)
+        subprocess.run(["modprobe", "vivid", *vivid.VIVID], check=True, capture_output=True)
+    return child.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
