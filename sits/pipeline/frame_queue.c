@@ -576,7 +576,7 @@ int sits_queue_flip_events(struct sits_queue *L)
 		uint32_t waiting = L->next.index == SITS_Q_NONE ? 0 : L->next.record;
 		if (L->timeline && L->pending.index == SITS_Q_OWN) {
 			/* the freeze frame of a lost camera: a copy of the frame on
-			 * screen, whose pixels stay there until a next frame's replace
+			 * screen, whose pixels stay there until a next frame replaces
 			 * them (as the kernel sees it: no frame took the plane) */
 			L->pending.record = L->on_screen.record;
 			timeline_flip(L, 0, 0, waiting, vblank_ns, v->sequence);
