@@ -18,10 +18,10 @@ import time
 from sits._kernel import lib
 from sits.errors import IoctlError
 from sits.v4l2 import raw
+from tests.vm.conftest import EVENT_WAIT_S
 
 ADVANCE = 40       # frames the stream comes between pauses
 READY = 3          # filled buffers a wake-up finds, at least: one shown, one next, one dropped
-WAIT_S = 120       # a hang guard (tests/vm/conftest.py's EVENT_WAIT_S): the driver fills buffers by itself
 
 
 def buffers(fd: int) -> list:
@@ -40,14 +40,19 @@ def buffers(fd: int) -> list:
 
 def wait(child, fd: int, ready) -> bool:
     """Until `ready(buffers)`; False if the command ended first."""
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + EVENT_WAIT_S
     while child.poll() is None:
         if ready(buffers(fd)):
             return True
         if time.monotonic() > deadline:
-            raise SystemExit(f"paused: the driver did not get there in {WAIT_S} s: {buffers(fd)}")
+            raise SystemExit(f"paused: the driver did not get there in {EVENT_WAIT_S} s: {buffers(fd)}")
         time.sleep(0.01)
     return False
+
+
+def reached(sequence: int):
+    """wait()'s condition: the stream has come to frame `sequence`."""
+    return lambda bufs: max((s for _, s in bufs), default=0) >= sequence
 
 
 def filled(bufs) -> bool:
@@ -65,7 +70,7 @@ def main(argv) -> int:
         at = 0
         for _ in range(int(pauses)):
             at += ADVANCE
-            if not wait(child, fd, lambda bufs: max((s for _, s in bufs), default=0) >= at):
+            if not wait(child, fd, reached(at)):
                 break
             os.killpg(child.pid, signal.SIGSTOP)
             try:

@@ -15,7 +15,8 @@ import sys
 import time
 
 from tests.vm import vivid
-from tests.vm.paused import ADVANCE, WAIT_S, buffers, wait
+from tests.vm.conftest import EVENT_WAIT_S
+from tests.vm.paused import ADVANCE, reached, wait
 
 
 def main(argv) -> int:
@@ -24,12 +25,12 @@ def main(argv) -> int:
     child = subprocess.Popen(command)
     fd = os.open(device, os.O_RDWR | os.O_NONBLOCK)
     try:
-        streaming = wait(child, fd, lambda bufs: max((s for _, s in bufs), default=0) >= ADVANCE)
+        streaming = wait(child, fd, reached(ADVANCE))
     finally:
         os.close(fd)   # (an open fd keeps vivid loaded)
     if streaming:
         vivid.pull_cable(device)
-        deadline = time.monotonic() + WAIT_S
+        deadline = time.monotonic() + EVENT_WAIT_S
         while subprocess.run(["rmmod", "vivid"], capture_output=True).returncode != 0:
             if child.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("replugged: the command never let the old device go")

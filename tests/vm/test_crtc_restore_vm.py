@@ -14,7 +14,7 @@ import pytest
 from sits.pipeline.capture import CaptureOptions, build
 from sits.pipeline.consumer import Consumer
 from sits.pipeline.pipeline import ConsumerError
-from tests.vm.conftest import run_until
+from tests.vm.conftest import EVENT_WAIT_S, run_until
 from tests.vm.kms_observer import display_state, observer, showing_sits
 from tests.vm.procfs import kernel_view
 
@@ -70,9 +70,9 @@ def test_restored_after_a_signal(sig, vivid_path, vkms_path):
             assert showing_sits(obs, before, proc), "sits never showed a frame"
             proc.send_signal(getattr(signal, sig))
             try:
-                out, err = proc.communicate(timeout=120)
+                out, err = proc.communicate(timeout=EVENT_WAIT_S)
             except subprocess.TimeoutExpired:
-                raise AssertionError(f"sits did not end within 120 s of {sig}:\n{kernel_view(proc.pid)}") from None
+                raise AssertionError(f"sits did not end within {EVENT_WAIT_S} s of {sig}:\n{kernel_view(proc.pid)}") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
