@@ -25,7 +25,7 @@ def booted(monkeypatch, tmp_path):
     monkeypatch.delenv("SITS_VM_QEMU_OPTS", raising=False)
     seen = {}
 
-    def supervise(argv, env, start, limits, echo):
+    def supervise(argv, env, start, limits, echo, monitor):
         job = Path(env["TMPDIR"])
         seen["argv"], seen["files"] = argv, {p.name: p.read_text() for p in job.iterdir()}
         return sitsvm.Result(0, "", boot_s=1.0)
@@ -45,7 +45,10 @@ def test_the_x86_guest_shares_the_host_root_as_before(booted, tmp_path):
     assert argv[:4] == ["/v/bin/vng", "-r", str(kdir / "boot/vmlinuz"), "--disable-kvm"]
     assert argv[argv.index("--append") + 1] == f"modprobe.blacklist={sitsvm.BLACKLIST}"
     assert f"--rwdir={tmp_path / 'out'}" in argv
-    assert not {"--arch", "--root"} & set(argv) and not any(a.startswith(("--rodir", "--qemu-opts")) for a in argv)
+    assert not {"--arch", "--root"} & set(argv) and not any(a.startswith("--rodir") for a in argv)
+    # the QEMU monitor only, where a stalled guest is asked for its stacks
+    qemu = [a for a in argv if a.startswith("--qemu-opts")]
+    assert len(qemu) == 1 and qemu[0].startswith("--qemu-opts=-monitor unix:") and qemu[0].endswith("monitor.sock,server,nowait")
     init = argv[argv.index("--exec") + 1]
     assert init.startswith(f"exec sh {sitsvm.HERE / 'guest-init.sh'} /") and init.endswith(str(kdir / "vkms.ko"))
     assert set(files) == {"job.sh"} and "cwd=/work/repo\n" in files["job.sh"]
@@ -94,5 +97,5 @@ def test_sits_vm_qemu_opts_come_last_and_in_one_word(booted, monkeypatch):
     own; the last -cpu wins in QEMU, so the caller's overrides the arch's."""
     monkeypatch.setenv("SITS_VM_QEMU_OPTS", "-cpu cortex-a72")
     argv, _ = booted(arch="arm64")
-    opts = [a for a in argv if a.startswith("--qemu-opts")]
+    opts = [a for a in argv if a.startswith("--qemu-opts") and "-monitor" not in a]
     assert opts == ["--qemu-opts=-cpu max,pauth-impdef=on", "--qemu-opts=-cpu cortex-a72"]

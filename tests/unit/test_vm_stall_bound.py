@@ -51,3 +51,38 @@ def test_a_silent_command_is_stopped_by_the_idle_bound():
     r = supervise("echo started; exec sleep 600", timeout=20, idle_timeout=1.0)
     assert r.returncode == sitsvm.EXIT_TIMEOUT
     assert "wrote nothing for 1 s" in r.error and "started" in r.output
+
+
+def test_a_stalled_guest_is_asked_for_its_stacks_before_it_is_killed(tmp_path, monkeypatch):
+    # a stand-in for the QEMU monitor records what it is asked; the guest
+    # keeps printing on its console (as a panicking kernel does) until killed
+    import socket
+    import threading
+    import time
+    monkeypatch.setattr(sitsvm, "STALL_DUMP_S", 0.5)
+    path = str(tmp_path / "monitor.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
+    asked = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                asked.append((conn.recv(4096).decode().strip(), time.monotonic()))
+                conn.sendall(b"(qemu) ")
+
+    threading.Thread(target=serve, daemon=True).start()
+    body = "echo started; while :; do echo console tick >&2; sleep 0.1; done"
+    start = time.monotonic()
+    argv = ["sh", "-c", GUEST.format(body=body, boot="")]
+    r = sitsvm._supervise(argv, dict(os.environ), start, (20, 1.0, 30.0), None, path)
+    server.close()
+    assert r.returncode == sitsvm.EXIT_TIMEOUT and "wrote nothing for 1 s" in r.error
+    assert [cmd for cmd, _ in asked] == ["sendkey alt-sysrq-l", "sendkey alt-sysrq-w", "nmi"]
+    # the console is still read after the NMI: what the kernel says then is kept
+    assert r.elapsed_s >= asked[-1][1] - start + 0.4, (r.elapsed_s, asked)

@@ -57,6 +57,13 @@ while :; do
     sleep 0.2
 done
 
+# What a stalled guest can say (sitsvm.py asks through the QEMU monitor when
+# the command has been silent too long): every sysrq key, and an NMI from
+# the host is a panic with the stack of each CPU.
+echo 1 >/proc/sys/kernel/sysrq
+[ -w /proc/sys/kernel/unknown_nmi_panic ] && echo 1 >/proc/sys/kernel/unknown_nmi_panic
+[ -w /proc/sys/kernel/panic_print ] && echo 64 >/proc/sys/kernel/panic_print   # all CPUs' backtraces
+
 . "$job/job.sh" || fail "cannot read $job/job.sh"
 cd "$cwd" || fail "cannot cd to $cwd"
 say run

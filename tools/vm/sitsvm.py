@@ -52,6 +52,13 @@ VNG_EXIT_S = 60.0  # from vng closing its output to its exit
 BOOT_RETRIES = 2  # boots that die before the guest starts (a TCG race, see README)
 DIED_BEFORE_BOOT = "VM exited before booting"  # Result.error of such a boot
 CONSOLE_TAIL = 20
+# A guest that stalls is asked for its kernel's stacks before it is killed,
+# through the QEMU monitor: sysrq l and w (CPUs' backtraces, blocked tasks)
+# where its interrupts still run, then an NMI, which guest-init.sh makes a
+# panic with the stack of what each CPU was doing (a lock spun on with
+# interrupts off, which no lockup detector sees under TCG). The console is
+# read this long after each.
+STALL_DUMP_S = 10.0
 
 # Modules that udev would load for QEMU's q35 devices (SATA CD-ROM, watchdog,
 # SMBus, nested KVM, crypto accelerators). None is needed and together they
@@ -312,9 +319,11 @@ def run_in_vm(
             modules = vkms.parent / "lib" / "modules" / kernel_version(arch)
             Path(job, "mounts").write_text(_mounts(arch, rw_paths, modules))
         init = f"exec sh {g(HERE / 'guest-init.sh')} {g(job)} {g(vkms)}"
+        monitor = os.path.join(job, "monitor.sock")   # STALL_DUMP_S
         vng_argv = [
             str(vng), "-r", str(vmlinuz), "--force-9p", "--verbose",
             "--memory", memory, "--cpus", str(cpus),
+            f"--qemu-opts=-monitor unix:{monitor},server,nowait",
             *(["--append", f"modprobe.blacklist={a.blacklist}"] if a.blacklist else []),
             *root, *rw, "--exec", init,
         ]  # fmt: skip
@@ -326,6 +335,7 @@ def run_in_vm(
         qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
         if qemu_opts:  # one word: vng's argparse takes "-cpu ..." apart for an option of its own
             vng_argv[3:3] = [f"--qemu-opts={qemu_opts}"]
+
         if a.qemu_opts:  # before SITS_VM_QEMU_OPTS, which may override them (the last -cpu wins)
             vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]
         host_env = dict(os.environ)
@@ -333,7 +343,7 @@ def run_in_vm(
         host_env["PATH"] = f"{vng.parent}:{host_env.get('PATH', '')}"
         host_env["TMPDIR"] = job
         limits = (timeout, idle_timeout, boot_timeout)
-        result = _supervise(vng_argv, host_env, start, limits, echo)
+        result = _supervise(vng_argv, host_env, start, limits, echo, monitor)
         for _ in range(BOOT_RETRIES):
             if not (result.returncode == EXIT_VM and result.error
                     and result.error.startswith(DIED_BEFORE_BOOT)):
@@ -345,7 +355,7 @@ def run_in_vm(
             oops = _first_oops(first.console)
             if echo is not None:
                 echo.write(f"sits-vm: boot failed ({oops or first.error}); booting once more\n")
-            result = _supervise(vng_argv, host_env, time.monotonic(), limits, echo)
+            result = _supervise(vng_argv, host_env, time.monotonic(), limits, echo, monitor)
             result.console = first.console + result.console
             result.boot_retry = oops or first.error
         if result.error and result.boot_s is None:
@@ -357,7 +367,7 @@ def run_in_vm(
         shutil.rmtree(job, ignore_errors=True)
 
 
-def _supervise(argv, env, start, limits, echo) -> Result:
+def _supervise(argv, env, start, limits, echo, monitor=None) -> Result:
     timeout, idle_timeout, boot_timeout = limits
     proc = subprocess.Popen(
         argv,
@@ -383,9 +393,18 @@ def _supervise(argv, env, start, limits, echo) -> Result:
     code = None
     last_output = start  # the command's latest output (or its start)
     last_console = start  # the guest's latest console output: boot progress
+    asks = []   # (when, monitor command) still to send to a stalled guest, then the kill
     try:
         while sel.get_map():
             now = time.monotonic()
+            if asks:
+                if now >= asks[0][0]:
+                    when, cmd = asks.pop(0)
+                    if cmd is None:
+                        break
+                    _monitor(monitor, cmd)
+            elif code is not None:
+                break
             if state["run"] is None and now - last_console > boot_timeout:
                 error, code = f"VM boot stalled: no console output for {boot_timeout:.0f} s", EXIT_VM
                 break
@@ -393,11 +412,15 @@ def _supervise(argv, env, start, limits, echo) -> Result:
                 error, code = f"VM did not boot within {BOOT_CAP_S:.0f} s", EXIT_VM
                 break
             quiet_since = max(last_output, start + (state["run"] or 0.0))
-            if state["run"] is not None and idle_timeout and now - quiet_since > idle_timeout:
+            if code is None and state["run"] is not None and idle_timeout and now - quiet_since > idle_timeout:
                 error = f"the command wrote nothing for {idle_timeout:.0f} s; VM killed"
                 code = EXIT_TIMEOUT
+                if monitor:
+                    asks = [(now, "sendkey alt-sysrq-l"), (now + 1, "sendkey alt-sysrq-w"),
+                            (now + 1 + STALL_DUMP_S, "nmi"), (now + 1 + 2 * STALL_DUMP_S, None)]
+                    continue
                 break
-            if timeout and now - start > timeout:
+            if code is None and timeout and now - start > timeout:
                 if state["run"] is not None:
                     error = f"command timed out after {timeout:.0f} s; VM killed"
                 else:
@@ -485,6 +508,21 @@ def _scan(line: str, state: dict, start: float) -> None:
         state["exit"] = int(m.group(2))
     else:
         state["failed"] = word
+
+
+def _monitor(path: str, command: str) -> None:
+    """One command to the QEMU monitor at `path`; nothing if it is gone."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1.0)
+            sock.connect(path)
+            sock.sendall(command.encode() + b"\n")
+            while sock.recv(4096):   # until QEMU's answer (its prompt again) has come
+                pass
+    except OSError:  # gone, or done answering (timeout)
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
