@@ -25,6 +25,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IN_VM = os.environ.get("SITS_IN_VM") == "1"
 VM_ARCH = os.environ.get("SITS_VM_ARCH", "x86_64")  # sitsvm.ARCHES
 HANG_FILE = "hang.txt"   # beside the results: where each task of a hung test was
+STARTED_FILE = "started.txt"   # beside the results: each test's node id as it begins
+# VMs one host run may boot: a VM lost while a test ran costs that test, and
+# the tests after it get a fresh VM, up to this many times
+VM_BOOTS = 4
 
 
 def pytest_addoption(parser):
@@ -59,6 +63,8 @@ class _Recorder:
             pass
 
     def pytest_runtest_logstart(self, nodeid, location):
+        with open(os.path.join(os.path.dirname(self.path), STARTED_FILE), "a") as f:
+            f.write(nodeid + "\n")
         if self.hang_after:
             self.watch = threading.Timer(self.hang_after, self._dump_hang, (nodeid,))
             self.watch.daemon = True
@@ -92,15 +98,17 @@ def pytest_configure(config):
 
 # ------------------------------------------------------------------ on the host
 class _VmSession:
-    """Boots the VM once, lazily, for all vm items of this host session."""
+    """Boots the VM lazily for all vm items of this host session; when a VM
+    is lost (hung or died) while a test runs, that test fails with what the
+    guest and its kernel said, and the tests after it run in a fresh VM."""
 
     def __init__(self, config, nodeids):
         self.config = config
         self.nodeids = nodeids
         self.results = None
         self.error = None
+        self.lost = {}      # nodeid -> why the VM stopped while it ran
         self.vm_error = None
-        self.hang = ""
 
     def run(self):
         if self.results is not None or self.error is not None:
@@ -116,6 +124,30 @@ class _VmSession:
             which = "" if VM_ARCH == sitsvm.DEFAULT_ARCH else f" ({VM_ARCH})"
             self.error = ("skip", f"test VM{which} not available: {exc}")
             return
+        self.results = {}
+        todo = list(self.nodeids)
+        for boot in range(VM_BOOTS):
+            result, started, hang = self._boot(sitsvm, todo, boot)
+            if not result.error:
+                break
+            self.vm_error = result.error   # why the VM itself stopped
+            running = next((n for n in reversed(started) if n not in self.results), None)
+            if running is None:
+                if boot == 0 and not self.results:
+                    self.error = ("fail", f"the VM run produced no results (exit {result.returncode}: "
+                                          f"{result.error}); last output:\n{_tail(result.output, 30)}"
+                                          f"\nlast console lines:\n{_tail(result.console, 20)}")
+                break
+            where = f"\nwhere its tasks were:\n{hang}" if running in hang else ""
+            self.lost[running] = (f"the VM stopped while this test ran ({result.error}){where}"
+                                  f"\nlast console lines:\n{_tail(result.console, 40)}")
+            todo = [n for n in todo if n not in self.results and n != running]
+            if not todo:
+                break
+
+    def _boot(self, sitsvm, nodeids, boot):
+        """One VM for `nodeids`: its result, the tests it started (in order)
+        and the hang dump; each finished test's record lands in self.results."""
         runs = sitsvm.cache_dir() / "vm-runs"
         runs.mkdir(parents=True, exist_ok=True)
         outdir = tempfile.mkdtemp(prefix="results-", dir=runs)
@@ -129,10 +161,11 @@ class _VmSession:
         idle = int(os.environ.get("SITS_VM_IDLE_TIMEOUT", str(per_test + 300)))
         cmd = [sitsvm.guest_python(VM_ARCH), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
                "--durations=15", f"--timeout={per_test}",
-               f"--sits-vm-results={sitsvm.guest_path(out, VM_ARCH)}", *self.nodeids]
+               f"--sits-vm-results={sitsvm.guest_path(out, VM_ARCH)}", *nodeids]
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr:
-            tr.write_line(f"booting the test VM for {len(self.nodeids)} vm-tier tests "
+            again = "" if boot == 0 else "again, after a lost VM, for the other "
+            tr.write_line(f"booting the test VM {again}for {len(nodeids)} vm-tier tests "
                           f"(stopped after {idle} s without progress)...")
         result = sitsvm.run_in_vm(cmd, timeout=None, idle_timeout=idle, rwdirs=[outdir], cwd=ROOT,
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1",
@@ -140,26 +173,30 @@ class _VmSession:
                                        **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
                                   echo=sys.stdout if self.config.getoption("verbose") > 1 else None,
                                   arch=VM_ARCH)
-        self.log = result.output
-        self.vm_error = result.error   # why the VM itself stopped, if it did
         if tr and result.boot_retry:
             tr.write_line(f"a VM boot died before the guest started ({result.boot_retry}); booted again")
         with open(os.path.join(outdir, "vm.log"), "w") as f:
             f.write(result.output)
-        self.results = {}
+        with open(os.path.join(outdir, "console.log"), "w") as f:
+            f.write(result.console or "")
         if os.path.exists(out):
             with open(out) as f:
                 for line in f:
                     rec = json.loads(line)
                     self.results[rec["nodeid"]] = rec
-        hang = os.path.join(outdir, HANG_FILE)
-        self.hang = open(hang).read() if os.path.exists(hang) else ""
-        if not self.results:
-            tail = "\n".join(result.output.splitlines()[-30:])
-            console = "\n".join((result.console or "").splitlines()[-20:])
-            self.error = ("fail", f"the VM run produced no results (exit {result.returncode}"
-                                  f"{': ' + result.error if result.error else ''}); last output:\n{tail}"
-                                  f"\nlast console lines:\n{console}")
+        return result, _lines(os.path.join(outdir, STARTED_FILE)), _read(os.path.join(outdir, HANG_FILE))
+
+
+def _tail(text, n):
+    return "\n".join((text or "").splitlines()[-n:])
+
+
+def _read(path):
+    return open(path).read() if os.path.exists(path) else ""
+
+
+def _lines(path):
+    return _read(path).splitlines()
 
 
 class VmReplayItem(pytest.Item):
@@ -177,10 +214,11 @@ class VmReplayItem(pytest.Item):
             (pytest.skip if kind == "skip" else pytest.fail)(msg, **({} if kind == "skip" else {"pytrace": False}))
         rec = vs.results.get(self.nodeid)
         if rec is None:
+            if self.nodeid in vs.lost:
+                pytest.fail(vs.lost[self.nodeid], pytrace=False)
             why = f" ({vs.vm_error})" if vs.vm_error else " (crashed or timed out before it ran)"
-            hang = f"\nwhere its tasks were:\n{vs.hang}" if self.nodeid in vs.hang else ""
             pytest.fail(f"no result from the VM for this test{why}; "
-                        f"see the vm.log under ~/.cache/sits/vm-runs{hang}", pytrace=False)
+                        f"see the vm.log under ~/.cache/sits/vm-runs", pytrace=False)
         if rec["outcome"] == "skipped":
             pytest.skip(f"[in VM] {rec['longrepr']}")
         if rec["outcome"] == "failed":
