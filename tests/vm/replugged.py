@@ -12,10 +12,8 @@ kernel addresses. Exits with the command's status."""
 import os
 import subprocess
 import sys
-import time
 
 from tests.vm import vivid
-from tests.vm.conftest import EVENT_WAIT_S
 from tests.vm.paused import ADVANCE, reached, wait
 
 
@@ -30,12 +28,8 @@ def main(argv) -> int:
         os.close(fd)   # (an open fd keeps vivid loaded)
     if streaming:
         vivid.pull_cable(device)
-        deadline = time.monotonic() + EVENT_WAIT_S
-        while subprocess.run(["rmmod", "vivid"], capture_output=True).returncode != 0:
-            if child.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("replugged: the command never let the old device go")
-            time.sleep(0.05)
-        subprocess.run(["modprobe", "vivid", *vivid.VIVID], check=True, capture_output=True)
+        if not vivid.replug(stop=lambda: child.poll() is not None):
+            raise SystemExit("replugged: the command never let the old device go")
     return child.wait()
 
 

@@ -20,6 +20,19 @@ def reload():
         time.sleep(0.1)
 
 
+def replug(stop=lambda: False) -> bool:
+    """Unload vivid as soon as nothing holds it (rmmod is refused while one
+    of its devices is open) and load it again: a camera plugged back in.
+    False, with vivid left loaded, when `stop()` or EVENT_WAIT_S came first."""
+    deadline = time.monotonic() + EVENT_WAIT_S
+    while subprocess.run(["rmmod", "vivid"], capture_output=True).returncode != 0:
+        if stop() or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    subprocess.run(["modprobe", "vivid", *VIVID], check=True, capture_output=True)
+    return True
+
+
 def control_id(path, name) -> int:
     with VideoDevice.open(path) as dev:
         ctrl = [c for c in raw.controls(dev.fileno()) if c.name == name]
