@@ -3,6 +3,7 @@ always was, the arm64 guest's boots its own root filesystem with the host's
 at /host, and what guest-init.sh is told (job.sh, mounts) says where things
 are. A stand-in for _supervise records the command; no VM boots."""
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def booted(monkeypatch, tmp_path):
     monkeypatch.setattr(sitsvm, "rootfs_dir", lambda arch: tmp_path / "rootfs")
     monkeypatch.setattr(sitsvm, "kvm_usable", lambda: False)
     monkeypatch.delenv("SITS_VM_QEMU_OPTS", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")   # the job's monitor socket needs a short path
     seen = {}
 
     def supervise(argv, env, start, limits, echo, monitor):
@@ -99,3 +101,11 @@ def test_sits_vm_qemu_opts_come_last_and_in_one_word(booted, monkeypatch):
     argv, _ = booted(arch="arm64")
     opts = [a for a in argv if a.startswith("--qemu-opts") and "-monitor" not in a]
     assert opts == ["--qemu-opts=-cpu max,pauth-impdef=on", "--qemu-opts=-cpu cortex-a72"]
+
+
+def test_no_monitor_where_its_socket_path_would_not_fit(booted, monkeypatch, tmp_path):
+    deep = tmp_path / ("d" * 110)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    argv, _ = booted()
+    assert not any("-monitor" in a for a in argv)

@@ -320,10 +320,13 @@ def run_in_vm(
             Path(job, "mounts").write_text(_mounts(arch, rw_paths, modules))
         init = f"exec sh {g(HERE / 'guest-init.sh')} {g(job)} {g(vkms)}"
         monitor = os.path.join(job, "monitor.sock")   # STALL_DUMP_S
+        # a Unix socket's path holds 107 bytes; QEMU's option syntax, no comma or space
+        if len(monitor) > 100 or re.search(r"[\s,]", monitor):
+            monitor = None
         vng_argv = [
             str(vng), "-r", str(vmlinuz), "--force-9p", "--verbose",
             "--memory", memory, "--cpus", str(cpus),
-            f"--qemu-opts=-monitor unix:{monitor},server,nowait",
+            *([f"--qemu-opts=-monitor unix:{monitor},server,nowait"] if monitor else []),
             *(["--append", f"modprobe.blacklist={a.blacklist}"] if a.blacklist else []),
             *root, *rw, "--exec", init,
         ]  # fmt: skip
