@@ -338,7 +338,6 @@ def run_in_vm(
         qemu_opts = os.environ.get("SITS_VM_QEMU_OPTS")
         if qemu_opts:  # one word: vng's argparse takes "-cpu ..." apart for an option of its own
             vng_argv[3:3] = [f"--qemu-opts={qemu_opts}"]
-
         if a.qemu_opts:  # before SITS_VM_QEMU_OPTS, which may override them (the last -cpu wins)
             vng_argv[3:3] = ["--qemu-opts=" + " ".join(a.qemu_opts)]
         host_env = dict(os.environ)
@@ -402,7 +401,7 @@ def _supervise(argv, env, start, limits, echo, monitor=None) -> Result:
             now = time.monotonic()
             if asks:
                 if now >= asks[0][0]:
-                    when, cmd = asks.pop(0)
+                    _, cmd = asks.pop(0)
                     if cmd is None:
                         break
                     _monitor(monitor, cmd)
