@@ -3,6 +3,7 @@ it fails with what the guest's kernel last said -- and the tests after it
 run in a fresh VM (a stand-in for tools/vm's run_in_vm)."""
 import json
 import os
+import sys
 import types
 
 from tests import vm_plugin
@@ -52,7 +53,7 @@ def fake_sitsvm(tmp_path, hang_on):
 
 def test_a_vm_lost_in_one_test_fails_that_test_and_runs_the_rest_in_a_new_vm(tmp_path, monkeypatch):
     mod, boots = fake_sitsvm(tmp_path, {NODES[2]})
-    monkeypatch.setitem(__import__("sys").modules, "sitsvm", mod)
+    monkeypatch.setitem(sys.modules, "sitsvm", mod)
     vs = vm_plugin._VmSession(Config, NODES)
     vs.run()
     assert boots == [NODES, NODES[3:]]
@@ -63,7 +64,7 @@ def test_a_vm_lost_in_one_test_fails_that_test_and_runs_the_rest_in_a_new_vm(tmp
 
 def test_a_vm_lost_again_and_again_stops_after_the_bound(tmp_path, monkeypatch):
     mod, boots = fake_sitsvm(tmp_path, set(NODES))
-    monkeypatch.setitem(__import__("sys").modules, "sitsvm", mod)
+    monkeypatch.setitem(sys.modules, "sitsvm", mod)
     vs = vm_plugin._VmSession(Config, NODES)
     vs.run()
     assert len(boots) == vm_plugin.VM_BOOTS
