@@ -3,125 +3,176 @@
 
     tools/bench/journey_bench [--frames 600] [--fps 60] [--size 640x480] [--reps 3] [--modes stats,records]
 
-The same `sits capture --to-kms` pipeline runs alone and under the frame
-journey (journey.bpf.c read as `sits probe frames` reads it), alternating,
-in one run. Two ways of following:
+The same `sits capture --to-kms` pipeline runs alone and under the command
+users run, `sits probe frames -o REPORT [--stream FILE] -- PIPELINE`,
+alternating, in one run. Two ways of following:
 
-  stats    as `sits probe frames --json`: the programs keep the statistics
+  stats    `sits probe frames -o R.json`: the programs keep the statistics
            (stage histograms, drops) in the kernel; the follower sleeps
            until the pipeline exits, then reads them and the frames still
            in flight once
-  records  as `sits probe frames --stream FILE`: every frame's record from
-           the ring too, drained every 0.1 s and written to a file
+  records  `sits probe frames --stream FILE`: every frame's record from the
+           ring too, drained every 0.1 s and written to the file
 
-Per captured frame: the pipeline's own CPU (its rusage) alone and followed,
-the follower's CPU (this process's rusage while it follows, and reads
-the end; starting and detaching the programs, once a run, apart) and the
-journey programs' kernel time (BPF run-time statistics), then
-what following adds in all, against issue 11's 20 us a frame; how the
-kernel functions were hooked (BPF trampolines, or kprobes); and, with
-records, how far the kernel's time of each stage is from the one sits
-records itself (`--timeline`) for the same frame.
+Per frame, over the middle of the streaming (the scheduler's runtime of
+each process, /proc/PID/task/*/schedstat, sampled every 0.1 s, as
+capture_bench's "steady" figure; start-up, attaching, the end's report and
+detaching are not in it):
+  pipeline  the pipeline's CPU followed minus alone
+  follower  the CPU of `sits probe frames` itself
+  BPF       the journey programs' kernel run time (bpf_stats, read from
+            the follower's program fds), wherever they ran: the
+            pipeline's ioctls, vivid's thread, vkms's vblank timer
+  added     pipeline + follower + BPF: an upper bound (the programs that
+            run in the pipeline's ioctls are counted in both)
+against issue 11's 20 us a frame; how the kernel functions were hooked;
+and, with records, how far the kernel's time of each stage is from the one
+sits records itself (`--timeline`) for the same frame.
+
+The guest clock (tools/bench/capture_bench: -icount shift=3) counts 8 ns a
+guest instruction, so the figures are instruction counts, not this CPU's
+time. To say what they come to on a real core, the same kind of work is
+measured both ways in the same bench: the CPU that sits' own `syscalls`
+probe (a BPF program on raw syscall tracepoints with a pid filter and a
+histogram, like the journey's: tracepoint dispatch, map lookups, a
+histogram update) adds to a one-byte read() of /dev/zero
+(tools/bench/probe_readloop.c), natively on the host (the wrapper runs
+`journey_bench.py --calibrate`) and in the guest. Their ratio turns the
+guest's figures into an estimate for the host's CPU.
 """
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from sits.ebpf.probes import Filters, ProbeSession  # noqa: E402
-from sits.journey import kernel as kj  # noqa: E402
+from capture_bench import SAMPLE_S, STEADY_SHARE, TEARDOWN_S, process_runtime_ns  # noqa: E402
+from ebpf_bench import build, readloop, sits_attach  # noqa: E402
+
 from sits.journey import record  # noqa: E402
-from sits.journey.stats import Journey  # noqa: E402
 
 TARGET_US = 20.0
-DRAIN_S = 0.1   # as sits probe frames --stream
 MODES = ("stats", "records")
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+#: reads a calibration round: natively, and in the guest (where one costs ~100x more)
+HOST_READS, GUEST_READS = 1_000_000, 20_000
+CAL_ROUNDS = 3
 
 
-def capture_cmd(args) -> list[str]:
+def capture_cmd(args, timeline: str) -> list[str]:
     return [sys.executable, "-m", "sits.cli.app", "capture", "--to-kms", "--frames", str(args.frames),
-            "--size", args.size, "--fps", str(args.fps), "--json"]
+            "--size", args.size, "--fps", str(args.fps), "--json", "--timeline", timeline]
 
 
-def cpu_s(ru) -> float:
-    return ru.ru_utime + ru.ru_stime
+def follow_cmd(pipeline: list[str], report: str, stream: str | None) -> list[str]:
+    return [sys.executable, "-m", "sits.cli.app", "probe", "frames", "-o", report,
+            *(["--stream", stream] if stream else []), "--", *pipeline]
 
 
-def alone(args) -> dict:
-    # through sh as when followed, so that both count the same
-    # with --timeline as when followed, whose records are compared
-    timeline = f"/tmp/journey-bench-alone-{os.getpid()}.ndjson"
-    p = subprocess.Popen(["sh", "-c", " ".join(capture_cmd(args) + ["--timeline", timeline])],
-                         stdout=subprocess.PIPE, text=True)
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    os.unlink(timeline)
-    s = json.loads(out)
-    return {"frames": s["frames_captured"], "pipeline_cpu_s": cpu_s(ru)}
-
-
-def followed(args, mode: str) -> dict:
-    records = mode == "records"
-    journey = Journey()
-    session = ProbeSession(("frames",), filters=Filters(follow=True), stats=True,
-                           configure=kj.configure(journey, records=records)).start()
-    timeline = f"/tmp/journey-bench-{os.getpid()}.ndjson"
-    stream = f"/tmp/journey-bench-{os.getpid()}-stream.ndjson"
-    kernel = []
+def child_of(pid: int) -> int | None:
     try:
-        reader = kj.KernelJourney(session)
-        # the first read loads numpy's reductions: once a run, as the start is
-        journey.merge(reader.collect())
-        summary = f"/tmp/journey-bench-{os.getpid()}.json"
-        before = resource.getrusage(resource.RUSAGE_SELF)
-        pid = session.spawn(["sh", "-c", " ".join(capture_cmd(args) + ["--timeline", timeline]) + f" > {summary}"])
-        with record.Writer(stream) as writer:
-            take = lambda rec: (writer.write(rec), kernel.append(rec))  # noqa: E731
-            if records:
-                while True:
-                    done, status, ru = os.wait4(pid, os.WNOHANG)
-                    for rec in reader.drain():
-                        take(rec)
-                    if done:
-                        break
-                    time.sleep(DRAIN_S)
-            else:   # nothing to do until the end
-                _, status, ru = os.wait4(pid, 0)
-            bpf_ns = sum(p["run_time_ns"] for p in session.program_stats() if p["program"].startswith("sits_journey"))
-            # detaching is once a run (it was session.close()'s before the
-            # report stopped the programs first): counted apart
-            ended = resource.getrusage(resource.RUSAGE_SELF)
-            reader.detach()
-            detached = resource.getrusage(resource.RUSAGE_SELF)
-            report = kj.kernel_report(reader, journey, session, also=take)
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        with open(summary) as fo:
-            out = fo.read()
-        os.unlink(summary)
-        os.unlink(stream)
-        s = json.loads(out)
-    finally:
-        session.close()
-    own = record.read(timeline)
-    kernel.sort(key=lambda r: r["dequeued_ns"])   # streamed as journeys end, not in capture order
-    os.unlink(timeline)
-    return {"frames": s["frames_captured"], "journey_frames": report["frames"]["count"], "records": len(kernel),
-            "hooks": report["hooks"], "pipeline_cpu_s": cpu_s(ru),
-            "follower_cpu_s": cpu_s(ended) - cpu_s(before) + cpu_s(after) - cpu_s(detached),
-            "detach_cpu_s": cpu_s(detached) - cpu_s(ended), "bpf_s": bpf_ns / 1e9,
-            "agreement_ms": agreement(kernel, own) if records else {}}
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = f.read().split()
+    except OSError:
+        return None
+    return int(kids[0]) if kids else None
+
+
+def bpf_run_ns(pid: int) -> int:
+    """Kernel run time of every BPF program `pid` holds (all the journey's,
+    in `sits probe frames`), from fdinfo."""
+    total = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "prog_type:" in text:
+            for line in text.splitlines():
+                if line.startswith("run_time_ns:"):
+                    total += int(line.split()[1])
+    return total
+
+
+class Sampled:
+    """`argv` run to its end, sampling every SAMPLE_S the scheduler runtime
+    of the pipeline (the process, or with `follower` its child) and of the
+    follower, and the follower's programs' run time."""
+
+    def __init__(self, argv: list[str], follower: bool):
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        chunks = {"out": [], "err": []}
+        readers = [threading.Thread(target=lambda f, k: chunks[k].append(f.read()), args=(f, k), daemon=True)
+                   for f, k in ((proc.stdout, "out"), (proc.stderr, "err"))]
+        for r in readers:
+            r.start()
+        pipe = None if follower else proc.pid
+        self.samples: list[tuple[float, int, int, int]] = []  # t, pipeline, follower, BPF (ns)
+        self.pipeline_end_s = None
+        while proc.poll() is None:
+            if pipe is None:
+                pipe = child_of(proc.pid)
+            t = time.monotonic() - t0
+            p = process_runtime_ns(pipe) if pipe is not None else None
+            if p is None and pipe is not None and self.samples and self.pipeline_end_s is None:
+                self.pipeline_end_s = t
+            if p is not None:
+                fo = process_runtime_ns(proc.pid) if follower else 0
+                self.samples.append((t, p, fo or 0, bpf_run_ns(proc.pid) if follower else 0))
+            time.sleep(SAMPLE_S)
+        self.exit_s = time.monotonic() - t0
+        if self.pipeline_end_s is None:
+            self.pipeline_end_s = self.exit_s
+        for r in readers:
+            r.join()
+        self.out, self.err = "".join(chunks["out"]), "".join(chunks["err"])
+        if proc.returncode != 0:
+            raise SystemExit(f"journey_bench: {' '.join(argv[:6])}... failed ({proc.returncode}): "
+                             f"{self.err.strip()[-300:]}")
+
+    def steady_per_frame_us(self, frames: int, fps: float) -> dict | None:
+        """µs a frame of each sampled quantity over the middle of the
+        streaming (as capture_bench's steady figure)."""
+        end = self.pipeline_end_s - TEARDOWN_S
+        begin = end - STEADY_SHARE * frames / fps
+        window = [s for s in self.samples if begin <= s[0] <= end]
+        if len(window) < 5:
+            return None
+        a, b = window[0], window[-1]
+        n = (b[0] - a[0]) * fps
+        return {k: (b[i] - a[i]) / 1e3 / n for i, k in enumerate(("pipeline", "follower", "bpf"), start=1)}
+
+
+def calibrate(reads: int) -> float:
+    """ns that sits' pid-filtered `syscalls` probe adds to a read(): median of
+    CAL_ROUNDS, rounds interleaved (tools/bench/ebpf_bench's measure)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build("probe_readloop", tmp)
+        none, probed = [], []
+        for _ in range(CAL_ROUNDS):
+            none.append(readloop(exe, reads))
+            probed.append(readloop(exe, reads, sits_attach("pid")))
+    return statistics.median(probed) - statistics.median(none)
 
 
 def agreement(kernel: list[dict], own: list[dict]) -> dict:
     """Per stage, how far the kernel's time of a frame is from sits' own
     record of it (|kernel - sits|, ms: p50, p95, max), frames paired in
-    capture order."""
+    dequeue order."""
     out = {}
     for stage in record.STAGES[:6]:
         d = sorted(abs(k[f"{stage}_ns"] - o[f"{stage}_ns"]) / 1e6 for k, o in zip(kernel, own)
@@ -132,6 +183,29 @@ def agreement(kernel: list[dict], own: list[dict]) -> dict:
     return out
 
 
+def one_run(args, mode: str | None, tmp: str) -> dict:
+    """The pipeline alone (mode None) or followed in `mode`."""
+    timeline = os.path.join(tmp, "timeline.ndjson")
+    report = os.path.join(tmp, "report.json")
+    stream = os.path.join(tmp, "stream.ndjson") if mode == "records" else None
+    pipeline = capture_cmd(args, timeline)
+    run = Sampled(follow_cmd(pipeline, report, stream) if mode else pipeline, follower=bool(mode))
+    summary = json.loads(run.out)
+    fps = summary["fps"]
+    row = {"mode": mode or "alone", "frames": summary["frames_captured"], "fps": fps,
+           "steady_us": run.steady_per_frame_us(summary["frames_captured"], fps)}
+    if mode:
+        with open(report) as f:
+            rep = json.load(f)
+        row["journey_frames"] = rep["frames"]["count"]
+        row["hooks"] = rep["hooks"]
+        if stream:
+            kernel = sorted(record.read(stream), key=lambda r: r["dequeued_ns"])
+            row["records"] = len(kernel)
+            row["agreement_ms"] = agreement(kernel, record.read(timeline))
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=600)
@@ -139,44 +213,70 @@ def main() -> int:
     ap.add_argument("--size", default="640x480")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--modes", default=",".join(MODES), help="stats,records (default both)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="only measure the calibration read() (the wrapper runs this on the host) and print its ns")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
+    if args.calibrate:
+        print(f"{calibrate(HOST_READS):.1f}")
+        return 0
     modes = [m for m in args.modes.split(",") if m]
     if not modes or set(modes) - set(MODES):
         ap.error(f"--modes: of {', '.join(MODES)}")
+    host_ns = float(os.environ["BENCH_HOST_READ_NS"]) if os.environ.get("BENCH_HOST_READ_NS") else None
+    with open(STATS_SYSCTL) as f:
+        stats_was = f.read().strip()
     rows = []
-    per = lambda s, n: 1e6 * s / n  # noqa: E731  (µs a frame)
-    for rep in range(args.reps):
-        a = alone(args)
-        for mode in modes:
-            f = followed(args, mode)
-            row = {"rep": rep, "mode": mode, "alone": a, "followed": f,
-                   "pipeline_us_alone": per(a["pipeline_cpu_s"], a["frames"]),
-                   "pipeline_us_followed": per(f["pipeline_cpu_s"], f["frames"]),
-                   "follower_us": per(f["follower_cpu_s"], f["frames"]),
-                   "bpf_us": per(f["bpf_s"], f["frames"])}
-            row["pipeline_added_us"] = row["pipeline_us_followed"] - row["pipeline_us_alone"]
-            row["added_us"] = row["pipeline_added_us"] + row["follower_us"]
-            rows.append(row)
-            hooks = f["hooks"]["kind"] + (f" ({f['hooks']['why']})" if f["hooks"]["why"] else "")
-            print(f"rep {rep} {mode}: pipeline {row['pipeline_us_alone']:.0f} us/frame alone, "
-                  f"{row['pipeline_us_followed']:.0f} followed (+{row['pipeline_added_us']:.0f}; BPF "
-                  f"{row['bpf_us']:.1f} of it); follower {row['follower_us']:.1f}; added {row['added_us']:.1f} "
-                  f"us/frame ({f['journey_frames']} frames in the journey, {f['records']} records, of "
-                  f"{f['frames']} captured; hooks: {hooks}; detaching once {1e3 * f['detach_cpu_s']:.0f} ms)"
-                  + ("; kernel vs sits' own record, ms: " + ", ".join(
-                      f"{k} p50 {v['p50']} p95 {v['p95']} max {v['max']}" for k, v in f["agreement_ms"].items())
-                     if f["agreement_ms"] else ""),
-                  flush=True)
+    try:
+        with open(STATS_SYSCTL, "w") as f:   # the programs' run time, for every run alike
+            f.write("1")
+        guest_ns = calibrate(GUEST_READS)
+        scale = guest_ns / host_ns if host_ns else None
+        print(f"calibration: sits' syscalls probe adds {guest_ns:.0f} ns to a read() in the guest"
+              + (f", {host_ns:.1f} ns on the host: the guest's figures / {scale:.1f} estimate the host's CPU"
+                 if scale else " (no host figure: BENCH_HOST_READ_NS unset)"), flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            for rep in range(args.reps):
+                alone = one_run(args, None, tmp)
+                for mode in modes:
+                    f = one_run(args, mode, tmp)
+                    a, s = alone["steady_us"], f["steady_us"]
+                    row = {"rep": rep, "alone": alone, "followed": f}
+                    if a and s:
+                        row["pipeline_added_us"] = s["pipeline"] - a["pipeline"]
+                        row["follower_us"] = s["follower"]
+                        row["bpf_us"] = s["bpf"]
+                        row["added_us"] = row["pipeline_added_us"] + row["follower_us"] + row["bpf_us"]
+                    rows.append(row)
+                    hooks = f["hooks"]["kind"] + (f" ({f['hooks']['why']})" if f["hooks"]["why"] else "")
+                    print(f"rep {rep} {mode}: " + (
+                        f"pipeline {a['pipeline']:.0f} us/frame alone, {s['pipeline']:.0f} followed "
+                        f"({row['pipeline_added_us']:+.1f}); follower {s['follower']:.1f}; BPF {s['bpf']:.1f}; "
+                        f"added {row['added_us']:.1f} us/frame" if a and s else "no steady window")
+                          + f" ({f['journey_frames']} frames in the journey of {f['frames']} captured, "
+                          f"{alone['fps']:.1f}/{f['fps']:.1f} fps alone/followed; hooks: {hooks})"
+                          + (f"; {f['records']} records; kernel vs sits' own record, ms: " + ", ".join(
+                              f"{k} p50 {v['p50']} p95 {v['p95']} max {v['max']}"
+                              for k, v in f["agreement_ms"].items()) if "records" in f else ""), flush=True)
+    finally:
+        with open(STATS_SYSCTL, "w") as f:
+            f.write(stats_was)
     for mode in modes:
-        mine = [r for r in rows if r["mode"] == mode]
-        med = lambda k: sorted(r[k] for r in mine)[len(mine) // 2]  # noqa: E731
-        print(f"{mode}: per frame followed, median of {len(mine)}: pipeline +{med('pipeline_added_us'):.1f} us, "
-              f"follower {med('follower_us'):.1f} us, added {med('added_us'):.1f} us (target {TARGET_US:g} us: "
-              f"{'met' if med('added_us') <= TARGET_US else 'missed'})")
+        mine = [r for r in rows if r["followed"]["mode"] == mode and "added_us" in r]
+        if not mine:
+            continue
+        med = {k: statistics.median(r[k] for r in mine) for k in ("pipeline_added_us", "follower_us", "bpf_us",
+                                                                  "added_us")}
+        est = (f"; on the host's CPU about {med['added_us'] / scale:.1f} us "
+               f"(target {TARGET_US:g} us: {'met' if med['added_us'] / scale <= TARGET_US else 'missed'})"
+               if scale else "")
+        print(f"{mode}: per frame followed, median of {len(mine)}, guest clock: pipeline "
+              f"{med['pipeline_added_us']:+.1f} us, follower {med['follower_us']:.1f} us, BPF {med['bpf_us']:.1f} us, "
+              f"added {med['added_us']:.1f} us{est}")
     if args.json_out:
         with open(args.json_out, "w") as fo:
-            json.dump({"rows": rows, "target_us": TARGET_US}, fo, indent=2)
+            json.dump({"rows": rows, "target_us": TARGET_US, "calibration": {"guest_ns": guest_ns,
+                                                                             "host_ns": host_ns}}, fo, indent=2)
     return 0
 
 
