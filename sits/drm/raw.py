@@ -81,14 +81,23 @@ class Mode:
     vrefresh: int
     preferred: bool
     raw: bytes  # the drm_mode_modeinfo bytes, for MODE_ID blobs
+    frame_ns: int = 0   # the time between vblanks (DRM's framedur_ns; 0: no clock given)
 
     def __str__(self):
         return f"{self.width}x{self.height}@{self.vrefresh}"
 
 
+def frame_ns(clock_khz: int, htotal: int, vtotal: int, interlaced: bool) -> int:
+    """The time between vblanks, as drm_calc_timestamping_constants() has
+    it: an interlaced mode's vblanks are a field apart."""
+    dotclock = clock_khz * (2 if interlaced else 1)
+    return htotal * vtotal * 1_000_000 // dotclock if dotclock else 0
+
+
 def _mode(m) -> Mode:
     return Mode(ffi.string(m.name).decode(), m.hdisplay, m.vdisplay, m.vrefresh,
-                bool(m.type & lib.DRM_MODE_TYPE_PREFERRED), bytes(ffi.buffer(ffi.addressof(m))))
+                bool(m.type & lib.DRM_MODE_TYPE_PREFERRED), bytes(ffi.buffer(ffi.addressof(m))),
+                frame_ns(m.clock, m.htotal, m.vtotal, bool(m.flags & lib.DRM_MODE_FLAG_INTERLACE)))
 
 
 @dataclass

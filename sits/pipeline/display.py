@@ -75,6 +75,10 @@ class KmsDisplay:
         first (a modeset) and on the conversion path, a writeback when due."""
         L = self.queue.L
         L.python_commits = int(not self.zero_copy or not self.out.configured)
+        # the vblank grid the timeline's late rule reads; a modeset starts a new one
+        L.vblank_period_ns = self.out.mode.frame_ns
+        if not self.out.configured:
+            L.last_vblank_ns = 0
         L.paused = int(self.paused)
         L.hold_commits = int(self.writeback is not None and self.writeback.pending)
         if self.writeback is not None:

@@ -80,29 +80,38 @@ static void timeline_requeued(struct sits_queue *L, int32_t index)
 	timeline_let_go(L, record, HOLD_BUFFER);
 }
 
+/* The last vblank at or before `ns`. Flip events tell of the vblanks that
+ * completed a commit only; the others are on the same grid, a mode's frame
+ * time apart (what the kernel's journey sees as every vblank's event). */
+static int64_t vblank_before(const struct sits_queue *L, int64_t ns)
+{
+	int64_t v = L->last_vblank_ns, p = L->vblank_period_ns;
+	if (!v || p <= 0)
+		return v;
+	return ns >= v ? v + (ns - v) / p * p : v - (v - ns + p - 1) / p * p;
+}
+
 static void timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int copied)
 {
 	struct sits_q_record *r = &L->open_records[record - 1];
 	r->committed_ns = started_ns;
 	r->copied = copied;
-	if (r->vblank_after_dequeue_ns && r->vblank_after_dequeue_ns <= started_ns)
-		r->late_ns = started_ns - r->vblank_after_dequeue_ns;
+	/* late: a vblank came between its dequeue and this commit's start (the
+	 * rule journey.bpf.c's set_fb() has) */
+	int64_t vblank = vblank_before(L, started_ns);
+	if (vblank > r->dequeued_ns && vblank < started_ns)
+		r->late_ns = started_ns - vblank;
 	r->holds |= HOLD_SCREEN;
 }
 
 /* A flip event: `shown` went on screen at vblank `ns` (counter `seq`),
- * `replaced` left it; `waiting` (the next frame) could have made it. */
-static void timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, uint32_t waiting,
+ * `replaced` left it. */
+static void timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced,
 			  int64_t ns, uint32_t seq)
 {
 	if (shown) {
 		L->open_records[shown - 1].scanout_ns = ns;
 		L->open_records[shown - 1].scanout_vblank = seq;
-	}
-	if (waiting) {
-		struct sits_q_record *r = &L->open_records[waiting - 1];
-		if (!r->vblank_after_dequeue_ns && ns > r->dequeued_ns)
-			r->vblank_after_dequeue_ns = ns;
 	}
 	if (replaced) {
 		L->open_records[replaced - 1].replaced_ns = ns;
@@ -573,15 +582,15 @@ int sits_queue_flip_events(struct sits_queue *L)
 		if (L->pending.index == SITS_Q_NONE || v->user_data != L->pending.tag)
 			continue;   /* not ours: a commit made before a mode change, say */
 		int64_t vblank_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
-		uint32_t waiting = L->next.index == SITS_Q_NONE ? 0 : L->next.record;
+		L->last_vblank_ns = vblank_ns;
 		if (L->timeline && L->pending.index == SITS_Q_OWN) {
 			/* the freeze frame of a lost camera: a copy of the frame on
 			 * screen, whose pixels stay there until a next frame replaces
 			 * them (as the kernel sees it: no frame took the plane) */
 			L->pending.record = L->on_screen.record;
-			timeline_flip(L, 0, 0, waiting, vblank_ns, v->sequence);
+			timeline_flip(L, 0, 0, vblank_ns, v->sequence);
 		} else if (L->timeline) {
-			timeline_flip(L, L->pending.record, L->on_screen.record, waiting, vblank_ns, v->sequence);
+			timeline_flip(L, L->pending.record, L->on_screen.record, vblank_ns, v->sequence);
 		}
 		if (L->pending.index != SITS_Q_OWN) {
 			L->displayed++;

@@ -66,7 +66,6 @@ struct sits_q_record {
 	int64_t captured_ns, dequeued_ns, committed_ns, scanout_ns, replaced_ns, requeued_ns;
 	int64_t cuda_submitted_ns, cuda_done_ns;
 	int64_t late_ns;                /* 0: not late */
-	int64_t vblank_after_dequeue_ns;    /* the first vblank a flip event told of after its dequeue */
 	uint32_t scanout_vblank, replaced_vblank;   /* the flip events' vblank counters */
 	uint32_t holds;         /* what may still add a stage (its buffer, the screen); 0: a free slot */
 };
@@ -79,6 +78,7 @@ struct sits_queue {
 	uint32_t length[SITS_Q_MAX_BUFS];
 	uint32_t fb_id[SITS_Q_MAX_BUFS];
 	uint32_t plane_id, fb_prop, crtc_id, out_fence_prop;
+	int64_t vblank_period_ns;   /* the mode's time between vblanks (0: unknown) */
 	int32_t display;            /* frames go to the display (next -> pending -> on screen) */
 	int32_t python_commits;     /* every commit is Python's (the conversion path) */
 	int32_t hold_commits;       /* no commit now (a writeback is in flight) */
@@ -95,6 +95,7 @@ struct sits_queue {
 	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* QBUF refused: retried before the next DQBUF */
 	uint32_t tag;
 	int64_t captured, displayed, dropped, anomalies, last_frame_ns;
+	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
 	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
 	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
 	uint32_t last_sequence;

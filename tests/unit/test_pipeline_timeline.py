@@ -159,6 +159,46 @@ def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path)
     assert len({r["buffer"] for r in (f1, f3, f4, f5)}) == 4
 
 
+def test_late_counts_a_vblank_no_flip_event_told_of(tmp_path):
+    """Flip events tell of the vblanks that completed a commit; a vblank
+    that came while the display was idle, between a frame's dequeue and its
+    commit, is on the mode's grid through them (what the kernel's journey
+    sees as every vblank), and makes that frame late."""
+    path = str(tmp_path / "t.ndjson")
+    period = 1_000_000
+    ep = select.epoll()
+    with SyntheticCamera("YUYV", (64, 32), fps=500, buffers=4) as cam:
+        q = FrameQueue(ep.fileno())
+        q.attach(cam)
+        q.record_timeline(Timeline(path))
+        d = FakeDisplay(q)
+        q.L.vblank_period_ns = period
+        cam.start()
+        try:
+            capture(q, cam)                                          # F1
+            q.committed(q.L.next.index, None, c1 := time.monotonic_ns())
+            v1 = d.flip(c1)
+            q.flip_events()
+            capture(q, cam)                                          # F2, dequeued with the display idle
+            t2 = q.L.next.dequeued_ns
+            grid2 = v1 + ((t2 - v1) // period + 1) * period          # the first vblank after its dequeue
+            q.committed(q.L.next.index, None, c2 := grid2 + period + 300_000)   # two vblanks later
+            v2 = d.flip(c2)
+            q.flip_events()
+            capture(q, cam)                                          # F3, committed before the next vblank
+            t3 = q.L.next.dequeued_ns
+            grid3 = v2 + ((t3 - v2) // period + 1) * period
+            q.committed(q.L.next.index, None, grid3 - 1)
+            q.end_timeline()
+        finally:
+            cam.stop()
+            d.close()
+            ep.close()
+    f1, f2, f3 = record.read(path)
+    assert f2["late_ns"] == 300_000          # from the last vblank before its commit
+    assert f3["late_ns"] is None
+
+
 def test_timeline_path_is_checked_before_any_device(capsys, tmp_path):
     from sits.cli.app import main
     assert main(["capture", "--to-kms", "--timeline", "/no/such/dir/t.ndjson"]) == 2

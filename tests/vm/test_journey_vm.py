@@ -2,6 +2,8 @@
 (vivid + vkms), joined by buffer identity: sits' own, held frame for frame
 against the records sits writes itself (`sits capture --timeline`), and
 GStreamer's, which nobody here wrote."""
+import bisect
+import collections
 import json
 import shutil
 import subprocess
@@ -82,11 +84,39 @@ def test_every_frame_of_sits_is_joined_as_sits_saw_it(memory, fmt, tmp_path, viv
     assert f["drops"]["sequence_gap"] == s["drops"]["sequence_gap"]
 
 
+def vblank_grid(kernel):
+    """(the vblanks' spacing, their times seen): vkms stamps each vblank
+    with its timer's expiry, a whole number of periods apart."""
+    periods = collections.Counter((r["replaced_ns"] - r["scanout_ns"]) // r["vblanks"] for r in kernel
+                                  if r["replaced_ns"] is not None and r["vblanks"])
+    return periods.most_common(1)[0][0], sorted(r["scanout_ns"] for r in kernel if r["scanout_ns"] is not None)
+
+
+def vblank_within(grid, lo, hi) -> bool:
+    """Some vblank of the grid falls in [lo, hi]."""
+    period, seen = grid
+    ref = seen[max(0, bisect.bisect_right(seen, lo) - 1)]
+    return -((ref - lo) // period) <= (hi - ref) // period    # ceil((lo - ref) / p) <= floor((hi - ref) / p)
+
+
 def joined_as_sits_saw_them(kernel, own, copied):
     """The kernel's records of sits' frames against sits' own, frame for
     frame (`copied`: vkms cannot scan out the camera's format, and sits
     converts into a buffer of its own)."""
+    grid = vblank_grid(kernel)
     for k, mine in zip(kernel, own, strict=True):
+        # late: the same rule on the same vblanks (the kernel sees every one,
+        # sits its flips' and the mode's frame time), so the two differ only
+        # where a vblank falls between the sides' times of the dequeue or of
+        # the commit
+        if (k["late_ns"] is None) != (mine["late_ns"] is None):
+            assert k["committed_ns"] is not None and mine["committed_ns"] is not None, (k, mine)
+            # (sits reads the vblanks through the events' microseconds)
+            assert any(vblank_within(grid, min(k[f"{st}_ns"], mine[f"{st}_ns"]) - 1000,
+                                     max(k[f"{st}_ns"], mine[f"{st}_ns"]) + 1000)
+                       for st in ("dequeued", "committed")), ("late", grid[0], {
+                           side: {st: r[f"{st}_ns"] for st in ("dequeued", "committed", "scanout", "late")}
+                           for side, r in (("kernel", k), ("sits", mine))})
         # a copy is made for a commit: a frame dropped before its commit
         # (a loaded host) was never copied
         expect = copied and mine["committed_ns"] is not None

@@ -179,6 +179,7 @@ struct crtc_frames {
 	__u64 pending[PLANE_SLOTS];
 	__u64 on_screen[PLANE_SLOTS];
 	__u64 vblank_ns;
+	__u64 period_ns;	/* between its last two consecutive vblanks */
 	__u32 vblank_seq;
 	__u32 pad;
 };
@@ -598,9 +599,21 @@ static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_
 		__u32 s = c->slot[i] & (PLANE_SLOTS - 1);
 
 		cf->pending[s] = fid;
-		/* a vblank came between its dequeue and this commit's start */
-		if (f->dequeued_ns && cf->vblank_ns > f->dequeued_ns && cf->vblank_ns < c->start_ns)
-			f->late_ns = c->start_ns - cf->vblank_ns;
+		/* a vblank came between its dequeue and this commit's start: the
+		 * last one at or before the start, on the grid of the vblanks seen
+		 * (a vblank's event may run before or after a commit that began
+		 * near it: the stamp is its timer's expiry; sits' timeline, which
+		 * sees only its flips' vblanks, has the same rule) */
+		__u64 v = cf->vblank_ns, per = cf->period_ns;
+
+		if (v && per) {
+			if (c->start_ns >= v)
+				v += (c->start_ns - v) / per * per;
+			else
+				v -= (v - c->start_ns + per - 1) / per * per;
+		}
+		if (f->dequeued_ns && v > f->dequeued_ns && v < c->start_ns)
+			f->late_ns = c->start_ns - v;
 	}
 	f->committed_ns = c->start_ns;
 	return 0;
@@ -772,6 +785,8 @@ int BPF_PROG(sits_journey_vblank, int crtc, unsigned int seq, __s64 time)
 	struct shown_batch *b = bpf_map_lookup_elem(&shown_batch, &zero);
 
 	if (cf) {
+		if (cf->vblank_ns && seq == cf->vblank_seq + 1 && time > cf->vblank_ns)
+			cf->period_ns = time - cf->vblank_ns;
 		cf->vblank_ns = time;
 		cf->vblank_seq = seq;
 	}
