@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What following every frame costs (inside the test VM; not a timed test):
 
-    tools/bench/journey_bench [--frames 600] [--fps 60] [--size 640x480] [--reps 3] [--modes stats,records]
+    tools/bench/journey_bench [--frames 600] [--fps 60] [--size 320x180] [--reps 3] [--modes stats,records]
 
 The same `sits capture --to-kms` pipeline runs alone and under the command
 users run, `sits probe frames -o REPORT [--stream FILE] -- PIPELINE`,
@@ -18,27 +18,33 @@ Per frame, over the middle of the streaming (the scheduler's runtime of
 each process, /proc/PID/task/*/schedstat, sampled every 0.1 s, as
 capture_bench's "steady" figure; start-up, attaching, the end's report and
 detaching are not in it):
-  pipeline  the pipeline's CPU followed minus alone
-  follower  the CPU of `sits probe frames` itself
-  BPF       the journey programs' kernel run time (bpf_stats, read from
+  programs  the journey programs' kernel run time (bpf_stats, read from
             the follower's program fds), wherever they ran: the
             pipeline's ioctls, vivid's thread, vkms's vblank timer
-  added     pipeline + follower + BPF: an upper bound (the programs that
-            run in the pipeline's ioctls are counted in both)
-against issue 11's 20 us a frame; how the kernel functions were hooked;
-and, with records, how far the kernel's time of each stage is from the one
-sits records itself (`--timeline`) for the same frame.
+  dispatch  their runs a frame times what the kernel spends to start one
+            program run (the calibration below: a raw tracepoint's)
+  follower  the CPU of `sits probe frames` itself
+  = what following runs a frame, against issue 11's 20 us. Beside it, the
+pipeline's own CPU followed minus alone: under emulation the pipeline's
+ioctls spin on vivid's device lock while vivid's thread fills a frame
+(mutex_spin_on_owner, about a quarter of the pipeline's streaming CPU in a
+perf profile), and how often they meet moves that difference by hundreds of
+microseconds either way from run to run, so it is shown, with each run's
+figure, and not taken for the cost. Also: how the kernel functions were
+hooked, and, with records, how far the kernel's time of each stage is from
+the one sits records itself (`--timeline`) for the same frame.
 
 The guest clock (tools/bench/capture_bench: -icount shift=3) counts 8 ns a
 guest instruction, so the figures are instruction counts, not this CPU's
 time. To say what they come to on a real core, the same kind of work is
-measured both ways in the same bench: the CPU that sits' own `syscalls`
-probe (a BPF program on raw syscall tracepoints with a pid filter and a
-histogram, like the journey's: tracepoint dispatch, map lookups, a
-histogram update) adds to a one-byte read() of /dev/zero
-(tools/bench/probe_readloop.c), natively on the host (the wrapper runs
-`journey_bench.py --calibrate`) and in the guest. Their ratio turns the
-guest's figures into an estimate for the host's CPU.
+measured both ways: the CPU that sits' own `syscalls` probe (raw
+tracepoint programs with a pid filter and a histogram, like the journey's:
+dispatch, map lookups, a histogram update) adds to a one-byte read() of
+/dev/zero (tools/bench/probe_readloop.c), natively on the host (the
+wrapper runs `journey_bench.py --calibrate` before the VM starts) and in
+the guest. Their ratio turns the guest's figures into an estimate for the
+host's CPU; the guest's run also splits it into the programs' run time and
+the dispatch of one run.
 """
 import argparse
 import json
@@ -55,7 +61,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
 from capture_bench import SAMPLE_S, STEADY_SHARE, TEARDOWN_S, process_runtime_ns  # noqa: E402
-from ebpf_bench import build, readloop, sits_attach  # noqa: E402
+from ebpf_bench import build, readloop  # noqa: E402
 
 from sits.journey import record  # noqa: E402
 
@@ -64,12 +70,13 @@ MODES = ("stats", "records")
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 #: reads a calibration round: natively, and in the guest (where one costs ~100x more)
 HOST_READS, GUEST_READS = 1_000_000, 20_000
-CAL_ROUNDS = 3
+CAL_ROUNDS = 5
+BPF_SAMPLE_S = 1.0
 
 
-def capture_cmd(args, timeline: str) -> list[str]:
+def capture_cmd(args, timeline: str | None) -> list[str]:
     return [sys.executable, "-m", "sits.cli.app", "capture", "--to-kms", "--frames", str(args.frames),
-            "--size", args.size, "--fps", str(args.fps), "--json", "--timeline", timeline]
+            "--size", args.size, "--fps", str(args.fps), "--json", *(["--timeline", timeline] if timeline else [])]
 
 
 def follow_cmd(pipeline: list[str], report: str, stream: str | None) -> list[str]:
@@ -86,14 +93,14 @@ def child_of(pid: int) -> int | None:
     return int(kids[0]) if kids else None
 
 
-def bpf_run_ns(pid: int) -> int:
-    """Kernel run time of every BPF program `pid` holds (all the journey's,
-    in `sits probe frames`), from fdinfo."""
-    total = 0
+def bpf_run(pid: int) -> tuple[int, int]:
+    """(kernel run time, runs) of every BPF program `pid` holds (all the
+    journey's, in `sits probe frames`), from fdinfo."""
+    time_ns = runs = 0
     try:
         fds = os.listdir(f"/proc/{pid}/fdinfo")
     except OSError:
-        return 0
+        return 0, 0
     for fd in fds:
         try:
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
@@ -103,8 +110,10 @@ def bpf_run_ns(pid: int) -> int:
         if "prog_type:" in text:
             for line in text.splitlines():
                 if line.startswith("run_time_ns:"):
-                    total += int(line.split()[1])
-    return total
+                    time_ns += int(line.split()[1])
+                elif line.startswith("run_cnt:"):
+                    runs += int(line.split()[1])
+    return time_ns, runs
 
 
 class Sampled:
@@ -121,8 +130,10 @@ class Sampled:
         for r in readers:
             r.start()
         pipe = None if follower else proc.pid
-        self.samples: list[tuple[float, int, int, int]] = []  # t, pipeline, follower, BPF (ns)
+        # t, pipeline, follower; and when the programs' figures were read, BPF ns, BPF runs
+        self.samples: list[tuple[float, int, int, float, int, int]] = []
         self.pipeline_end_s = None
+        bpf = (0.0, 0, 0)
         while proc.poll() is None:
             if pipe is None:
                 pipe = child_of(proc.pid)
@@ -132,7 +143,11 @@ class Sampled:
                 self.pipeline_end_s = t
             if p is not None:
                 fo = process_runtime_ns(proc.pid) if follower else 0
-                self.samples.append((t, p, fo or 0, bpf_run_ns(proc.pid) if follower else 0))
+                # every fd's fdinfo is work in the guest beside the pipeline:
+                # read once a second, not at every sample
+                if follower and t - bpf[0] >= BPF_SAMPLE_S:
+                    bpf = (t, *bpf_run(proc.pid))
+                self.samples.append((t, p, fo or 0, *bpf))
             time.sleep(SAMPLE_S)
         self.exit_s = time.monotonic() - t0
         if self.pipeline_end_s is None:
@@ -145,8 +160,8 @@ class Sampled:
                              f"{self.err.strip()[-300:]}")
 
     def steady_per_frame_us(self, frames: int, fps: float) -> dict | None:
-        """µs a frame of each sampled quantity over the middle of the
-        streaming (as capture_bench's steady figure)."""
+        """Each sampled quantity a frame over the middle of the streaming (as
+        capture_bench's steady figure): CPU in µs, BPF runs in runs."""
         end = self.pipeline_end_s - TEARDOWN_S
         begin = end - STEADY_SHARE * frames / fps
         window = [s for s in self.samples if begin <= s[0] <= end]
@@ -154,19 +169,38 @@ class Sampled:
             return None
         a, b = window[0], window[-1]
         n = (b[0] - a[0]) * fps
-        return {k: (b[i] - a[i]) / 1e3 / n for i, k in enumerate(("pipeline", "follower", "bpf"), start=1)}
+        out = {k: (b[i] - a[i]) / 1e3 / n for i, k in enumerate(("pipeline", "follower"), start=1)}
+        nb = (b[3] - a[3]) * fps    # frames between the two reads of the programs' figures
+        out["bpf"] = (b[4] - a[4]) / 1e3 / nb if nb > 0 else 0.0
+        out["bpf_runs"] = (b[5] - a[5]) / nb if nb > 0 else 0.0
+        return out
 
 
-def calibrate(reads: int) -> float:
-    """ns that sits' pid-filtered `syscalls` probe adds to a read(): median of
-    CAL_ROUNDS, rounds interleaved (tools/bench/ebpf_bench's measure)."""
+def calibrate(reads: int) -> dict:
+    """What sits' pid-filtered `syscalls` probe (a raw tracepoint program at
+    sys_enter and at sys_exit) adds to a read(), ns: in all (median of
+    CAL_ROUNDS, rounds interleaved: tools/bench/ebpf_bench's measure), its
+    programs' own run time (bpf_stats), and so the dispatch of one program
+    run (the rest, over the two runs a read)."""
+    from sits.ebpf.probes import Filters, ProbeSession
+    bpf = []
+
+    def attach(pid):
+        s = ProbeSession(("syscalls",), filters=Filters(pids=(pid,)), stats=True).start()
+
+        def stop():
+            bpf.append(sum(p["run_time_ns"] for p in s.program_stats()) / reads)
+            s.close()
+        return stop
+
     with tempfile.TemporaryDirectory() as tmp:
         exe = build("probe_readloop", tmp)
         none, probed = [], []
         for _ in range(CAL_ROUNDS):
             none.append(readloop(exe, reads))
-            probed.append(readloop(exe, reads, sits_attach("pid")))
-    return statistics.median(probed) - statistics.median(none)
+            probed.append(readloop(exe, reads, attach))
+    added, run = statistics.median(probed) - statistics.median(none), statistics.median(bpf)
+    return {"added_ns": added, "bpf_ns": run, "dispatch_ns": (added - run) / 2}
 
 
 def agreement(kernel: list[dict], own: list[dict]) -> dict:
@@ -183,18 +217,19 @@ def agreement(kernel: list[dict], own: list[dict]) -> dict:
     return out
 
 
-def one_run(args, mode: str | None, tmp: str) -> dict:
-    """The pipeline alone (mode None) or followed in `mode`."""
-    timeline = os.path.join(tmp, "timeline.ndjson")
+def one_run(args, mode: str, followed: bool, tmp: str) -> dict:
+    """The pipeline alone or followed in `mode` (records: with its own
+    timeline, alone too, to hold the kernel's records to)."""
+    timeline = os.path.join(tmp, "timeline.ndjson") if mode == "records" else None
     report = os.path.join(tmp, "report.json")
     stream = os.path.join(tmp, "stream.ndjson") if mode == "records" else None
     pipeline = capture_cmd(args, timeline)
-    run = Sampled(follow_cmd(pipeline, report, stream) if mode else pipeline, follower=bool(mode))
+    run = Sampled(follow_cmd(pipeline, report, stream) if followed else pipeline, follower=followed)
     summary = json.loads(run.out)
     fps = summary["fps"]
-    row = {"mode": mode or "alone", "frames": summary["frames_captured"], "fps": fps,
-           "steady_us": run.steady_per_frame_us(summary["frames_captured"], fps)}
-    if mode:
+    row = {"frames": summary["frames_captured"], "fps": fps,
+           "steady": run.steady_per_frame_us(summary["frames_captured"], fps)}
+    if followed:
         with open(report) as f:
             rep = json.load(f)
         row["journey_frames"] = rep["frames"]["count"]
@@ -206,11 +241,29 @@ def one_run(args, mode: str | None, tmp: str) -> dict:
     return row
 
 
+def costs(alone: dict, followed: dict, cal: dict) -> dict:
+    """Per frame, guest clock (µs): what following adds. `bound` counts
+    only what following itself runs -- the programs, their dispatch (each
+    run as the calibration's), the follower -- and `measured` is the
+    pipeline's own CPU followed minus alone plus the follower and the
+    programs that ran elsewhere (an upper bound that the pipeline's run to
+    run spread moves)."""
+    a, f = alone["steady"], followed["steady"]
+    dispatch_us = f["bpf_runs"] * cal["dispatch_ns"] / 1e3
+    return {"bpf_us": f["bpf"], "bpf_runs": f["bpf_runs"], "dispatch_us": dispatch_us,
+            "follower_us": f["follower"], "pipeline_delta_us": f["pipeline"] - a["pipeline"],
+            "bound_us": f["bpf"] + dispatch_us + f["follower"],
+            "measured_us": f["pipeline"] - a["pipeline"] + f["follower"] + f["bpf"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=600)
     ap.add_argument("--fps", type=int, default=60)
-    ap.add_argument("--size", default="640x480")
+    # vivid fills a frame holding its device's lock, which the pipeline's
+    # ioctls spin on under emulation: a small frame keeps that spinning (and
+    # its run-to-run spread) small
+    ap.add_argument("--size", default="320x180")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--modes", default=",".join(MODES), help="stats,records (default both)")
     ap.add_argument("--calibrate", action="store_true",
@@ -218,7 +271,7 @@ def main() -> int:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     if args.calibrate:
-        print(f"{calibrate(HOST_READS):.1f}")
+        print(f"{calibrate(HOST_READS)['added_ns']:.1f}")
         return 0
     modes = [m for m in args.modes.split(",") if m]
     if not modes or set(modes) - set(MODES):
@@ -230,29 +283,26 @@ def main() -> int:
     try:
         with open(STATS_SYSCTL, "w") as f:   # the programs' run time, for every run alike
             f.write("1")
-        guest_ns = calibrate(GUEST_READS)
-        scale = guest_ns / host_ns if host_ns else None
-        print(f"calibration: sits' syscalls probe adds {guest_ns:.0f} ns to a read() in the guest"
+        cal = calibrate(GUEST_READS)
+        scale = cal["added_ns"] / host_ns if host_ns else None
+        print(f"calibration: sits' syscalls probe adds {cal['added_ns']:.0f} ns to a read() in the guest "
+              f"({cal['bpf_ns']:.0f} its programs, {cal['dispatch_ns']:.0f} the dispatch of each of its 2 runs)"
               + (f", {host_ns:.1f} ns on the host: the guest's figures / {scale:.1f} estimate the host's CPU"
                  if scale else " (no host figure: BENCH_HOST_READ_NS unset)"), flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.reps):
-                alone = one_run(args, None, tmp)
                 for mode in modes:
-                    f = one_run(args, mode, tmp)
-                    a, s = alone["steady_us"], f["steady_us"]
-                    row = {"rep": rep, "alone": alone, "followed": f}
-                    if a and s:
-                        row["pipeline_added_us"] = s["pipeline"] - a["pipeline"]
-                        row["follower_us"] = s["follower"]
-                        row["bpf_us"] = s["bpf"]
-                        row["added_us"] = row["pipeline_added_us"] + row["follower_us"] + row["bpf_us"]
+                    alone, f = one_run(args, mode, False, tmp), one_run(args, mode, True, tmp)
+                    row = {"rep": rep, "mode": mode, "alone": alone, "followed": f}
+                    if alone["steady"] and f["steady"]:
+                        row.update(costs(alone, f, cal))
                     rows.append(row)
                     hooks = f["hooks"]["kind"] + (f" ({f['hooks']['why']})" if f["hooks"]["why"] else "")
                     print(f"rep {rep} {mode}: " + (
-                        f"pipeline {a['pipeline']:.0f} us/frame alone, {s['pipeline']:.0f} followed "
-                        f"({row['pipeline_added_us']:+.1f}); follower {s['follower']:.1f}; BPF {s['bpf']:.1f}; "
-                        f"added {row['added_us']:.1f} us/frame" if a and s else "no steady window")
+                        f"BPF {row['bpf_us']:.1f} us/frame ({row['bpf_runs']:.1f} runs, dispatch "
+                        f"{row['dispatch_us']:.1f}), follower {row['follower_us']:.1f}: {row['bound_us']:.1f}; "
+                        f"pipeline {alone['steady']['pipeline']:.0f} alone, {f['steady']['pipeline']:.0f} followed "
+                        f"({row['pipeline_delta_us']:+.1f})" if "bound_us" in row else "no steady window")
                           + f" ({f['journey_frames']} frames in the journey of {f['frames']} captured, "
                           f"{alone['fps']:.1f}/{f['fps']:.1f} fps alone/followed; hooks: {hooks})"
                           + (f"; {f['records']} records; kernel vs sits' own record, ms: " + ", ".join(
@@ -262,21 +312,24 @@ def main() -> int:
         with open(STATS_SYSCTL, "w") as f:
             f.write(stats_was)
     for mode in modes:
-        mine = [r for r in rows if r["followed"]["mode"] == mode and "added_us" in r]
+        mine = [r for r in rows if r["mode"] == mode and "bound_us" in r]
         if not mine:
             continue
-        med = {k: statistics.median(r[k] for r in mine) for k in ("pipeline_added_us", "follower_us", "bpf_us",
-                                                                  "added_us")}
-        est = (f"; on the host's CPU about {med['added_us'] / scale:.1f} us "
-               f"(target {TARGET_US:g} us: {'met' if med['added_us'] / scale <= TARGET_US else 'missed'})"
-               if scale else "")
-        print(f"{mode}: per frame followed, median of {len(mine)}, guest clock: pipeline "
-              f"{med['pipeline_added_us']:+.1f} us, follower {med['follower_us']:.1f} us, BPF {med['bpf_us']:.1f} us, "
-              f"added {med['added_us']:.1f} us{est}")
+        med = {k: statistics.median(r[k] for r in mine) for k in ("bpf_us", "dispatch_us", "follower_us",
+                                                                  "bound_us", "pipeline_delta_us", "measured_us")}
+        host = (lambda us: f" = {us / scale:.1f} us on the host's CPU") if scale else (lambda us: "")
+        verdict = (f" (target {TARGET_US:g} us: {'met' if med['bound_us'] / scale <= TARGET_US else 'missed'})"
+                   if scale else "")
+        print(f"{mode}: per frame followed, median of {len(mine)}, guest clock: programs {med['bpf_us']:.1f} + "
+              f"dispatch {med['dispatch_us']:.1f} + follower {med['follower_us']:.1f} = {med['bound_us']:.1f} us"
+              f"{host(med['bound_us'])}{verdict}; the pipeline's own CPU followed minus alone "
+              f"{med['pipeline_delta_us']:+.1f} us (runs: "
+              + ", ".join(f"{r['pipeline_delta_us']:+.0f}" for r in mine) + f"), measured in all "
+              f"{med['measured_us']:.1f} us{host(med['measured_us'])}")
     if args.json_out:
         with open(args.json_out, "w") as fo:
-            json.dump({"rows": rows, "target_us": TARGET_US, "calibration": {"guest_ns": guest_ns,
-                                                                             "host_ns": host_ns}}, fo, indent=2)
+            json.dump({"rows": rows, "target_us": TARGET_US, "calibration": {**cal, "host_ns": host_ns}}, fo,
+                      indent=2)
     return 0
 
 
