@@ -3,6 +3,7 @@ without V4L2 or DRM: a timer source through a Pipeline for the capture and
 requeue stages and the sequence gaps, and the queue driven step by step
 with a pipe standing in for the DRM fd (flip events written by the test)
 for the display's stages: scanout, replaced, vblanks, late, copied, drops."""
+import contextlib
 import os
 import select
 import time
@@ -109,8 +110,10 @@ def capture(q, cam) -> int:
     return code
 
 
-def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path):
-    path = str(tmp_path / "t.ndjson")
+@contextlib.contextmanager
+def queue_on_display(path):
+    """A frame queue fed by a started timer source, its timeline to `path`,
+    and its FakeDisplay."""
     ep = select.epoll()
     with SyntheticCamera("YUYV", (64, 32), fps=500, buffers=4) as cam:
         q = FrameQueue(ep.fileno())
@@ -119,27 +122,33 @@ def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path)
         d = FakeDisplay(q)
         cam.start()
         try:
-            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F1: the display is idle
-            q.committed(q.L.next.index, None, c1 := time.monotonic_ns())   # zero-copy
-            v1 = d.flip(c1)
-            q.flip_events()
-            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F2
-            q.committed(COPY, None, c2 := time.monotonic_ns())     # its CPU copy; the buffer goes back
-            capture(q, cam)                                         # F3 waits for F2's flip ...
-            capture(q, cam)                                         # ... and F4 comes first: F3 dropped
-            v2 = d.flip(q.L.next.dequeued_ns, vblanks=2)            # F1 shown for two vblanks
-            assert q.flip_events() == lib.SITS_Q_HAND_BACK          # F4 could have made v2
-            q.committed(q.L.next.index, None, c4 := time.monotonic_ns())
-            v3 = d.flip(c4)
-            q.L.dfd_watched = 0       # the C loop's way: the last flip's event is read at the next dequeue
-            assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F5, dequeued after v3
-            q.committed(q.L.next.index, None, c5 := time.monotonic_ns())
-            displayed, dropped = q.L.displayed, q.L.dropped
-            summary = q.end_timeline()
+            yield q, cam, d
         finally:
             cam.stop()
             d.close()
             ep.close()
+
+
+def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path):
+    path = str(tmp_path / "t.ndjson")
+    with queue_on_display(path) as (q, cam, d):
+        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F1: the display is idle
+        q.committed(q.L.next.index, None, c1 := time.monotonic_ns())   # zero-copy
+        v1 = d.flip(c1)
+        q.flip_events()
+        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F2
+        q.committed(COPY, None, c2 := time.monotonic_ns())     # its CPU copy; the buffer goes back
+        capture(q, cam)                                         # F3 waits for F2's flip ...
+        capture(q, cam)                                         # ... and F4 comes first: F3 dropped
+        v2 = d.flip(q.L.next.dequeued_ns, vblanks=2)            # F1 shown for two vblanks
+        assert q.flip_events() == lib.SITS_Q_HAND_BACK          # F4 could have made v2
+        q.committed(q.L.next.index, None, c4 := time.monotonic_ns())
+        v3 = d.flip(c4)
+        q.L.dfd_watched = 0       # the C loop's way: the last flip's event is read at the next dequeue
+        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F5, dequeued after v3
+        q.committed(q.L.next.index, None, c5 := time.monotonic_ns())
+        displayed, dropped = q.L.displayed, q.L.dropped
+        summary = q.end_timeline()
     f1, f2, f3, f4, f5 = recs = record.read(path)
     assert summary["records"] == 5
     assert [r["sequence"] for r in recs] == sorted(r["sequence"] for r in recs)
@@ -166,34 +175,23 @@ def test_late_counts_a_vblank_no_flip_event_told_of(tmp_path):
     sees as every vblank), and makes that frame late."""
     path = str(tmp_path / "t.ndjson")
     period = 1_000_000
-    ep = select.epoll()
-    with SyntheticCamera("YUYV", (64, 32), fps=500, buffers=4) as cam:
-        q = FrameQueue(ep.fileno())
-        q.attach(cam)
-        q.record_timeline(Timeline(path))
-        d = FakeDisplay(q)
+    with queue_on_display(path) as (q, cam, d):
         q.L.vblank_period_ns = period
-        cam.start()
-        try:
-            capture(q, cam)                                          # F1
-            q.committed(q.L.next.index, None, c1 := time.monotonic_ns())
-            v1 = d.flip(c1)
-            q.flip_events()
-            capture(q, cam)                                          # F2, dequeued with the display idle
-            t2 = q.L.next.dequeued_ns
-            grid2 = v1 + ((t2 - v1) // period + 1) * period          # the first vblank after its dequeue
-            q.committed(q.L.next.index, None, c2 := grid2 + period + 300_000)   # two vblanks later
-            v2 = d.flip(c2)
-            q.flip_events()
-            capture(q, cam)                                          # F3, committed before the next vblank
-            t3 = q.L.next.dequeued_ns
-            grid3 = v2 + ((t3 - v2) // period + 1) * period
-            q.committed(q.L.next.index, None, grid3 - 1)
-            q.end_timeline()
-        finally:
-            cam.stop()
-            d.close()
-            ep.close()
+        capture(q, cam)                                          # F1
+        q.committed(q.L.next.index, None, c1 := time.monotonic_ns())
+        v1 = d.flip(c1)
+        q.flip_events()
+        capture(q, cam)                                          # F2, dequeued with the display idle
+        t2 = q.L.next.dequeued_ns
+        grid2 = v1 + ((t2 - v1) // period + 1) * period          # the first vblank after its dequeue
+        q.committed(q.L.next.index, None, c2 := grid2 + period + 300_000)   # two vblanks later
+        v2 = d.flip(c2)
+        q.flip_events()
+        capture(q, cam)                                          # F3, committed before the next vblank
+        t3 = q.L.next.dequeued_ns
+        grid3 = v2 + ((t3 - v2) // period + 1) * period
+        q.committed(q.L.next.index, None, grid3 - 1)
+        q.end_timeline()
     f1, f2, f3 = record.read(path)
     assert f2["late_ns"] == 300_000          # from the last vblank before its commit
     assert f3["late_ns"] is None
