@@ -202,9 +202,10 @@ def _lines(path):
 class VmReplayItem(pytest.Item):
     """Stands in on the host for a vm-tier test that ran inside the VM."""
 
-    def __init__(self, *, vm_session, **kwargs):
+    def __init__(self, *, vm_session, line, **kwargs):
         super().__init__(**kwargs)
         self.vm_session = vm_session
+        self.line = line    # the test function's, where pytest reports a marker's skip
 
     def runtest(self):
         vs = self.vm_session
@@ -225,7 +226,7 @@ class VmReplayItem(pytest.Item):
             pytest.fail(f"[in VM]\n{rec['longrepr']}", pytrace=False)
 
     def reportinfo(self):
-        return self.path, None, f"[vm] {self.name}"
+        return self.path, self.line, f"[vm] {self.name}"
 
 
 @pytest.hookimpl(trylast=True)
@@ -242,6 +243,6 @@ def pytest_collection_modifyitems(session, config, items):
     vs = _VmSession(config, [it.nodeid for it in vm_items])
     for i, it in enumerate(items):
         if "vm" in it.keywords:
-            replay = VmReplayItem.from_parent(it.parent, name=it.name, vm_session=vs)
+            replay = VmReplayItem.from_parent(it.parent, name=it.name, vm_session=vs, line=it.location[1])
             replay.own_markers.extend(it.own_markers)
             items[i] = replay
