@@ -91,26 +91,39 @@ def untimed_stages(session) -> dict[str, str]:
     return out
 
 
-def to_records(frames: np.ndarray) -> list[dict]:
-    """record.py records of struct sits_frame rows, in capture order.
-    Frames the application never dequeued (buffers STREAMOFF handed back,
-    frames still with it at the end) are not part of its journey (nor of
-    the kernel's statistics: journey.bpf.c count_frame())."""
+def to_rows(frames: np.ndarray) -> list[tuple]:
+    """struct sits_frame rows as record.py's rows (values in FIELDS'
+    order), in capture order. Frames the application never dequeued
+    (buffers STREAMOFF handed back, frames still with it at the end) are
+    not part of its journey (nor of the kernel's statistics:
+    journey.bpf.c count_frame())."""
     frames = frames[frames["dequeued_ns"] != 0]
     frames = frames[np.argsort(frames["id"], kind="stable")]
-    out = []
-    for f in frames.tolist():
-        (fid, _vb, captured, dequeued, committed, scanout, replaced, requeued, late,
-         pid, buffer, sequence, skipped, scanout_seq, replaced_seq, flags, _crtc) = f
-        rec = record.new(pid=pid, buffer=buffer, sequence=sequence,
-                         captured_ns=captured or None, dequeued_ns=dequeued,
-                         committed_ns=committed or None, scanout_ns=scanout or None,
-                         replaced_ns=replaced or None, requeued_ns=requeued or None,
-                         skipped_before=skipped, copied=bool(flags & COPIED),
-                         vblanks=(replaced_seq - scanout_seq) if scanout and replaced else None,
-                         late_ns=late or None)
-        out.append(rec)
-    return out
+    n = len(frames)
+    if not n:
+        return []
+
+    def reached(a: np.ndarray) -> list:   # 0: a stage it never reached
+        out = a.astype(object)
+        out[a == 0] = None
+        return out.tolist()
+    shown = (frames["scanout_ns"] != 0) & (frames["replaced_ns"] != 0)
+    vblanks = (frames["replaced_seq"].astype(np.int64) - frames["scanout_seq"].astype(np.int64)).astype(object)
+    vblanks[~shown] = None
+    columns = {"pid": frames["pid"].tolist(), "buffer": frames["buffer"].tolist(),
+               "sequence": frames["sequence"].tolist(), "dequeued_ns": frames["dequeued_ns"].tolist(),
+               "skipped_before": frames["skipped_before"].tolist(),
+               "copied": ((frames["flags"] & COPIED) != 0).tolist(), "vblanks": vblanks.tolist(),
+               "late_ns": reached(frames["late_ns"])}
+    for stage in ("captured", "committed", "scanout", "replaced", "requeued"):
+        columns[f"{stage}_ns"] = reached(frames[f"{stage}_ns"])
+    none = [None] * n    # sits' own stages (the CUDA consumer's), not the kernel's
+    return list(zip(*(columns.get(k, none) for k in record.FIELDS)))
+
+
+def to_records(frames: np.ndarray) -> list[dict]:
+    """to_rows() as records."""
+    return [record.from_values(r) for r in to_rows(frames)]
 
 
 def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
@@ -201,13 +214,20 @@ class KernelJourney:
         """The records of the frames whose journey ended since the last call
         (only the `last` few when given); none unless the programs stream
         them. They are in collect()'s statistics already."""
-        if self._ring is None:
-            return []
-        rows = self._ring.drain()
-        rows = rows[(rows["flags"] & ERROR) == 0]
+        frames = self._drain_frames()
         if last is not None:
-            rows = rows[rows["dequeued_ns"] != 0][-last:] if last else rows[:0]
-        return to_records(rows)
+            frames = frames[frames["dequeued_ns"] != 0][-last:] if last else frames[:0]
+        return to_records(frames)
+
+    def drain_rows(self) -> list[tuple]:
+        """drain() as record.py's rows, for Writer.write_rows."""
+        return to_rows(self._drain_frames())
+
+    def _drain_frames(self) -> np.ndarray:
+        if self._ring is None:
+            return np.empty(0, FRAME_DTYPE)
+        frames = self._ring.drain()
+        return frames[(frames["flags"] & ERROR) == 0]
 
     def detach(self) -> None:
         """Stop the journey's programs: after this, collect(), drain() and

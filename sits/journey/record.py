@@ -60,7 +60,21 @@ def new(**values) -> dict:
     return rec
 
 
-_JSON = json.JSONEncoder(separators=(",", ":"))
+def from_values(values: tuple) -> dict:
+    """The record of a row of values in FIELDS' order (Writer.write_rows')."""
+    return dict(zip(FIELDS, values))
+
+
+# NDJSON from a row of values in FIELDS' order: every value is an int, a
+# bool or None, whose %s spelling is JSON's but for the three names. (A
+# row a record: no dict, and no JSON encoder walking one, for each frame
+# `sits probe frames --stream` writes.)
+_LINE = "{" + ",".join(f'"{k}":%s' for k in FIELDS) + "}\n"
+_COPIED = FIELDS.index("copied")
+
+
+def _ndjson(values: tuple) -> str:
+    return (_LINE % values).replace("None", "null").replace("True", "true").replace("False", "false")
 
 
 class Writer:
@@ -77,12 +91,15 @@ class Writer:
             self._csv.writerow(FIELDS)
 
     def write(self, rec: dict) -> None:
-        if self.csv:
-            self._csv.writerow(["" if rec[k] is None else int(rec[k]) if isinstance(rec[k], bool) else rec[k]
-                                for k in FIELDS])
-        else:   # new()'s records are in FIELDS' order already
-            self._f.write(_JSON.encode(rec if tuple(rec) == FIELDS else {k: rec[k] for k in FIELDS}) + "\n")
-        self.written += 1
+        self.write_rows([tuple(rec.values()) if tuple(rec) == FIELDS else tuple(rec[k] for k in FIELDS)])
+
+    def write_rows(self, rows: list[tuple]) -> None:
+        """Records given as rows of values in FIELDS' order, in one write."""
+        if self.csv:  # csv writes None as an empty cell
+            self._csv.writerows(r[:_COPIED] + (int(r[_COPIED]),) + r[_COPIED + 1:] for r in rows)
+        else:
+            self._f.write("".join(map(_ndjson, rows)))
+        self.written += len(rows)
 
     def close(self) -> None:
         if not self._f.closed:

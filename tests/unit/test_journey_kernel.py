@@ -1,5 +1,6 @@
 """The kernel's frame rows (struct sits_frame) as the journey's records."""
 import numpy as np
+import pytest
 
 from sits.ebpf.ringbuf import FRAME_DTYPE
 from sits.journey.kernel import COPIED, to_records
@@ -63,3 +64,22 @@ def test_an_interval_of_the_kernels_statistics_is_a_journey():
     got = j.stages["dequeued"]
     assert (got.count, got.sum_ns, got.max_ns, got.slots) == (3, 6000, 3000, dequeued.slots)
     assert j.stages["committed"].count == 0 and j.glass.count == 0
+
+
+@pytest.mark.parametrize("name", ["s.ndjson", "s.csv"])
+def test_rows_written_as_they_come_read_back_as_their_records(tmp_path, name):
+    from sits.journey import record
+    from sits.journey.kernel import to_rows
+    a = rows(dict(id=1, pid=5, buffer=1, sequence=11, captured_ns=90, dequeued_ns=100, committed_ns=110,
+                  scanout_ns=120, replaced_ns=153, requeued_ns=160, scanout_seq=40, replaced_seq=41,
+                  late_ns=3, flags=COPIED),
+             dict(id=2, pid=5, buffer=0, sequence=12, captured_ns=2**63 + 5, dequeued_ns=2**63 + 6))
+    path = str(tmp_path / name)
+    with record.Writer(path) as w:
+        w.write_rows(to_rows(a))
+        assert w.written == 2
+    got = record.read(path)
+    assert got == to_records(a)
+    assert got[0]["copied"] is True and got[1]["copied"] is False
+    assert got[1]["committed_ns"] is None and got[1]["vblanks"] is None and got[1]["cuda_done_ns"] is None
+    assert got[1]["captured_ns"] == 2**63 + 5
