@@ -133,14 +133,22 @@ class Run:
         """CPU seconds per second while streaming: the slope of the samples
         over the middle of the streaming phase (the last frames/fps seconds
         before exit, minus tear-down), so start-up is not in it at all."""
-        stream_s = frames / fps
-        end = self.exit_s - TEARDOWN_S
-        begin = end - STEADY_SHARE * stream_s
-        window = [(t, ns) for t, ns in self.samples if begin <= t <= end]
-        if len(window) < 5:
+        window = steady_window(self.samples, self.exit_s, frames, fps)
+        if window is None:
             return None
-        (t1, c1), (t2, c2) = window[0], window[-1]
+        (t1, c1), (t2, c2) = window
         return (c2 - c1) / 1e9 / (t2 - t1)
+
+
+def steady_window(samples: list[tuple], end_s: float, frames: int, fps: float) -> tuple | None:
+    """The first and last of `samples` (each starting with its time, s)
+    in the middle of the streaming: STEADY_SHARE of the frames' time,
+    ending TEARDOWN_S before `end_s` (the pipeline's end); None with fewer
+    than 5 samples there."""
+    end = end_s - TEARDOWN_S
+    begin = end - STEADY_SHARE * frames / fps
+    window = [s for s in samples if begin <= s[0] <= end]
+    return (window[0], window[-1]) if len(window) >= 5 else None
 
 
 def gst_latency_ms(stderr: str) -> list[float]:

@@ -37,14 +37,23 @@ the one sits records itself (`--timeline`) for the same frame.
 The guest clock (tools/bench/capture_bench: -icount shift=3) counts 8 ns a
 guest instruction, so the figures are instruction counts, not this CPU's
 time. To say what they come to on a real core, the same kind of work is
-measured both ways: the CPU that sits' own `syscalls` probe (raw
-tracepoint programs with a pid filter and a histogram, like the journey's:
-dispatch, map lookups, a histogram update) adds to a one-byte read() of
-/dev/zero (tools/bench/probe_readloop.c), natively on the host (the
-wrapper runs `journey_bench.py --calibrate` before the VM starts) and in
-the guest. Their ratio turns the guest's figures into an estimate for the
-host's CPU; the guest's run also splits it into the programs' run time and
-the dispatch of one run.
+measured both ways, natively on the host (the wrapper runs
+`journey_bench.py --calibrate` before the VM starts) and in the guest, with
+the kernel's BPF statistics on in both:
+  kernel    the CPU that sits' own `syscalls` probe (raw tracepoint
+            programs with a pid filter and a histogram, like the
+            journey's: dispatch, map lookups, a histogram update) adds to a
+            one-byte read() of /dev/zero (tools/bench/probe_readloop.c);
+            the guest's run also splits it into the programs' run time and
+            the dispatch of one run. For the programs and their dispatch.
+  records   the CPU of the follower's own work for a record of --stream:
+            a drain's worth of struct sits_frame rows made records and
+            written (journey.kernel.to_rows, record.Writer.write_rows).
+            For the follower: Python runs several times more instructions
+            a ns on a real core than the kernel's BPF paths do, so the
+            kernel's ratio would make the follower's host figure too large.
+Each ratio turns its part of the guest's figures into an estimate for the
+host's CPU.
 """
 import argparse
 import json
@@ -60,7 +69,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from capture_bench import SAMPLE_S, STEADY_SHARE, TEARDOWN_S, process_runtime_ns  # noqa: E402
+from capture_bench import SAMPLE_S, process_runtime_ns, steady_window  # noqa: E402
 from ebpf_bench import build, readloop  # noqa: E402
 
 from sits.journey import record  # noqa: E402
@@ -70,6 +79,10 @@ MODES = ("stats", "records")
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 #: reads a calibration round: natively, and in the guest (where one costs ~100x more)
 HOST_READS, GUEST_READS = 1_000_000, 20_000
+#: drains of the records calibration: natively, and in the guest
+HOST_DRAINS, GUEST_DRAINS = 2_000, 40
+#: a drain's frames: a second's at 60 fps (sits/cli/probe/frames.py DRAIN_S)
+DRAIN_FRAMES = 60
 CAL_ROUNDS = 5
 BPF_SAMPLE_S = 1.0
 
@@ -162,12 +175,10 @@ class Sampled:
     def steady_per_frame_us(self, frames: int, fps: float) -> dict | None:
         """Each sampled quantity a frame over the middle of the streaming (as
         capture_bench's steady figure): CPU in µs, BPF runs in runs."""
-        end = self.pipeline_end_s - TEARDOWN_S
-        begin = end - STEADY_SHARE * frames / fps
-        window = [s for s in self.samples if begin <= s[0] <= end]
-        if len(window) < 5:
+        window = steady_window(self.samples, self.pipeline_end_s, frames, fps)
+        if window is None:
             return None
-        a, b = window[0], window[-1]
+        a, b = window
         n = (b[0] - a[0]) * fps
         out = {k: (b[i] - a[i]) / 1e3 / n for i, k in enumerate(("pipeline", "follower"), start=1)}
         nb = (b[3] - a[3]) * fps    # frames between the two reads of the programs' figures
@@ -201,6 +212,48 @@ def calibrate(reads: int) -> dict:
             probed.append(readloop(exe, reads, attach))
     added, run = statistics.median(probed) - statistics.median(none), statistics.median(bpf)
     return {"added_ns": added, "bpf_ns": run, "dispatch_ns": (added - run) / 2}
+
+
+def calibrate_records(drains: int) -> float:
+    """CPU ns a record of `sits probe frames --stream`'s own work: a
+    drain's struct sits_frame rows (a 60 fps second's, each frame at every
+    stage) made record rows and written to a file, median of CAL_ROUNDS."""
+    import numpy as np
+
+    from sits.ebpf.ringbuf import FRAME_DTYPE
+    from sits.journey.kernel import to_rows
+    frames = np.zeros(DRAIN_FRAMES, FRAME_DTYPE)
+    t = 10**12 + np.arange(DRAIN_FRAMES, dtype=np.uint64) * 16_666_667
+    frames["id"] = frames["sequence"] = frames["scanout_seq"] = np.arange(DRAIN_FRAMES)
+    frames["replaced_seq"] = frames["scanout_seq"] + 1
+    frames["buffer"] = np.arange(DRAIN_FRAMES) % 4
+    frames["pid"] = os.getpid()
+    for i, stage in enumerate(("captured", "dequeued", "committed", "scanout", "replaced", "requeued")):
+        frames[f"{stage}_ns"] = t + i * 4_000_000
+    rounds = []
+    with tempfile.TemporaryDirectory() as tmp, record.Writer(os.path.join(tmp, "r.ndjson")) as w:
+        for _ in range(CAL_ROUNDS):
+            t0 = time.process_time()
+            for _ in range(drains):
+                w.write_rows(to_rows(frames))
+            rounds.append((time.process_time() - t0) * 1e9 / (drains * DRAIN_FRAMES))
+    return statistics.median(rounds)
+
+
+class bpf_stats_on:
+    """The kernel's BPF run-time statistics on (kernel.bpf_stats_enabled),
+    as they were after: the figures need them, and each calibration runs
+    with them as the followed pipelines do."""
+
+    def __enter__(self):
+        with open(STATS_SYSCTL) as f:
+            self.was = f.read().strip()
+        with open(STATS_SYSCTL, "w") as f:
+            f.write("1")
+
+    def __exit__(self, *exc):
+        with open(STATS_SYSCTL, "w") as f:
+            f.write(self.was)
 
 
 def agreement(kernel: list[dict], own: list[dict]) -> dict:
@@ -241,19 +294,26 @@ def one_run(args, mode: str, followed: bool, tmp: str) -> dict:
     return row
 
 
-def costs(alone: dict, followed: dict, cal: dict) -> dict:
+def costs(alone: dict, followed: dict, cal: dict, scales: dict | None) -> dict:
     """Per frame, guest clock (µs): what following adds. `bound` counts
     only what following itself runs -- the programs, their dispatch (each
     run as the calibration's), the follower -- and `measured` is the
     pipeline's own CPU followed minus alone plus the follower and the
     programs that ran elsewhere (an upper bound that the pipeline's run to
-    run spread moves)."""
+    run spread moves). With `scales` (guest / host, by calibration), the
+    `host_` figures: the kernel's part and the follower's each by its own."""
     a, f = alone["steady"], followed["steady"]
     dispatch_us = f["bpf_runs"] * cal["dispatch_ns"] / 1e3
-    return {"bpf_us": f["bpf"], "bpf_runs": f["bpf_runs"], "dispatch_us": dispatch_us,
-            "follower_us": f["follower"], "pipeline_delta_us": f["pipeline"] - a["pipeline"],
-            "bound_us": f["bpf"] + dispatch_us + f["follower"],
-            "measured_us": f["pipeline"] - a["pipeline"] + f["follower"] + f["bpf"]}
+    out = {"bpf_us": f["bpf"], "bpf_runs": f["bpf_runs"], "dispatch_us": dispatch_us,
+           "follower_us": f["follower"], "pipeline_delta_us": f["pipeline"] - a["pipeline"],
+           "bound_us": f["bpf"] + dispatch_us + f["follower"],
+           "measured_us": f["pipeline"] - a["pipeline"] + f["follower"] + f["bpf"]}
+    if scales:
+        kernel = (f["bpf"] + dispatch_us) / scales["kernel"]
+        out["host_bound_us"] = kernel + f["follower"] / scales["records"]
+        out["host_measured_us"] = (f["pipeline"] - a["pipeline"] + f["bpf"]) / scales["kernel"] \
+            + f["follower"] / scales["records"]
+    return out
 
 
 def main() -> int:
@@ -271,31 +331,32 @@ def main() -> int:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     if args.calibrate:
-        print(f"{calibrate(HOST_READS)['added_ns']:.1f}")
+        with bpf_stats_on():
+            print(f"{calibrate(HOST_READS)['added_ns']:.1f} {calibrate_records(HOST_DRAINS):.1f}")
         return 0
     modes = [m for m in args.modes.split(",") if m]
     if not modes or set(modes) - set(MODES):
         ap.error(f"--modes: of {', '.join(MODES)}")
-    host_ns = float(os.environ["BENCH_HOST_READ_NS"]) if os.environ.get("BENCH_HOST_READ_NS") else None
-    with open(STATS_SYSCTL) as f:
-        stats_was = f.read().strip()
+    # the host's calibration (the wrapper's --calibrate): read() ns, record ns
+    host = [float(v) for v in os.environ.get("BENCH_HOST_CAL", "").split()] or None
     rows = []
-    try:
-        with open(STATS_SYSCTL, "w") as f:   # the programs' run time, for every run alike
-            f.write("1")
+    with bpf_stats_on():   # the programs' run time, for every run alike
         cal = calibrate(GUEST_READS)
-        scale = cal["added_ns"] / host_ns if host_ns else None
+        cal["record_ns"] = calibrate_records(GUEST_DRAINS)
+        scales = {"kernel": cal["added_ns"] / host[0], "records": cal["record_ns"] / host[1]} if host else None
         print(f"calibration: sits' syscalls probe adds {cal['added_ns']:.0f} ns to a read() in the guest "
               f"({cal['bpf_ns']:.0f} its programs, {cal['dispatch_ns']:.0f} the dispatch of each of its 2 runs)"
-              + (f", {host_ns:.1f} ns on the host: the guest's figures / {scale:.1f} estimate the host's CPU"
-                 if scale else " (no host figure: BENCH_HOST_READ_NS unset)"), flush=True)
+              + (f", {host[0]:.1f} ns on the host: the kernel's figures / {scales['kernel']:.1f}" if host else "")
+              + f"; a --stream record costs the follower {cal['record_ns']:.0f} ns in the guest"
+              + (f", {host[1]:.1f} ns on the host: the follower's figures / {scales['records']:.1f}" if host
+                 else " (no host figures: BENCH_HOST_CAL unset)"), flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.reps):
                 for mode in modes:
                     alone, f = one_run(args, mode, False, tmp), one_run(args, mode, True, tmp)
                     row = {"rep": rep, "mode": mode, "alone": alone, "followed": f}
                     if alone["steady"] and f["steady"]:
-                        row.update(costs(alone, f, cal))
+                        row.update(costs(alone, f, cal, scales))
                     rows.append(row)
                     hooks = f["hooks"]["kind"] + (f" ({f['hooks']['why']})" if f["hooks"]["why"] else "")
                     print(f"rep {rep} {mode}: " + (
@@ -308,28 +369,25 @@ def main() -> int:
                           + (f"; {f['records']} records; kernel vs sits' own record, ms: " + ", ".join(
                               f"{k} p50 {v['p50']} p95 {v['p95']} max {v['max']}"
                               for k, v in f["agreement_ms"].items()) if "records" in f else ""), flush=True)
-    finally:
-        with open(STATS_SYSCTL, "w") as f:
-            f.write(stats_was)
     for mode in modes:
         mine = [r for r in rows if r["mode"] == mode and "bound_us" in r]
         if not mine:
             continue
-        med = {k: statistics.median(r[k] for r in mine) for k in ("bpf_us", "dispatch_us", "follower_us",
-                                                                  "bound_us", "pipeline_delta_us", "measured_us")}
-        host = (lambda us: f" = {us / scale:.1f} us on the host's CPU") if scale else (lambda us: "")
-        verdict = (f" (target {TARGET_US:g} us: {'met' if med['bound_us'] / scale <= TARGET_US else 'missed'})"
-                   if scale else "")
+        keys = ("bpf_us", "dispatch_us", "follower_us", "bound_us", "pipeline_delta_us", "measured_us",
+                *(("host_bound_us", "host_measured_us") if scales else ()))
+        med = {k: statistics.median(r[k] for r in mine) for k in keys}
+        on_host = (lambda k: f" = {med['host_' + k]:.1f} us on the host's CPU") if scales else (lambda k: "")
+        verdict = (f" (target {TARGET_US:g} us: {'met' if med['host_bound_us'] <= TARGET_US else 'missed'})"
+                   if scales else "")
         print(f"{mode}: per frame followed, median of {len(mine)}, guest clock: programs {med['bpf_us']:.1f} + "
               f"dispatch {med['dispatch_us']:.1f} + follower {med['follower_us']:.1f} = {med['bound_us']:.1f} us"
-              f"{host(med['bound_us'])}{verdict}; the pipeline's own CPU followed minus alone "
+              f"{on_host('bound_us')}{verdict}; the pipeline's own CPU followed minus alone "
               f"{med['pipeline_delta_us']:+.1f} us (runs: "
               + ", ".join(f"{r['pipeline_delta_us']:+.0f}" for r in mine) + f"), measured in all "
-              f"{med['measured_us']:.1f} us{host(med['measured_us'])}")
+              f"{med['measured_us']:.1f} us{on_host('measured_us')}")
     if args.json_out:
         with open(args.json_out, "w") as fo:
-            json.dump({"rows": rows, "target_us": TARGET_US, "calibration": {**cal, "host_ns": host_ns}}, fo,
-                      indent=2)
+            json.dump({"rows": rows, "target_us": TARGET_US, "calibration": {**cal, "host": host}}, fo, indent=2)
     return 0
 
 
