@@ -50,7 +50,7 @@ _EMPTY = {**dict.fromkeys(FIELDS), "skipped_before": 0, "copied": False}
 
 def new(**values) -> dict:
     """A record with every field, in FIELDS' order, None where `values`
-    says nothing. (Once a frame for `sits probe frames --stream`: a copy
+    says nothing. (Once a frame for `sits capture --timeline`: a copy
     and a length check, not a set a record.)"""
     rec = _EMPTY.copy()
     rec.update(values)

@@ -12,7 +12,7 @@ alternating, in one run. Two ways of following:
            until the pipeline exits, then reads them and the frames still
            in flight once
   records  `sits probe frames --stream FILE`: every frame's record from the
-           ring too, drained every 0.1 s and written to the file
+           ring too, drained once a second and written to the file
 
 Per frame, over the middle of the streaming (the scheduler's runtime of
 each process, /proc/PID/task/*/schedstat, sampled every 0.1 s, as
