@@ -98,11 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM is an interrupt like Ctrl-C from the first line on (its default
     # kills the process mid-way, with no word and no clean-up of its own);
     # `sits capture` makes both a stop with the summary once it streams.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # The interrupt is caught around the handler's own installation and
+    # removal: one that lands between them and a try inside escaped as a
+    # traceback (a SIGTERM at the process's start, in the signal matrix).
+    previous = signal.getsignal(signal.SIGTERM)
     try:
-        return _main(argv)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        try:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            return _main(argv)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except KeyboardInterrupt:
+        print("sits: interrupted", file=sys.stderr)
+        return 1
 
 
 def _main(argv: list[str] | None) -> int:
@@ -123,9 +131,6 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except OSError as exc:
         print(f"sits: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("sits: interrupted", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - the one place that stops tracebacks
         if os.environ.get("SITS_DEBUG"):

@@ -32,3 +32,28 @@ def test_snapshot_path_is_checked_before_any_device(capsys, tmp_path):
     if os.geteuid() != 0:   # root writes anywhere
         assert main(["capture", "--to-kms", "--snapshot", str(ro / "x.png")]) == 2
         assert "not writable" in capsys.readouterr().err
+
+
+def test_an_interrupt_as_the_handler_is_set_is_one_line(capsys, monkeypatch):
+    # a SIGTERM (or Ctrl-C) that lands right after main() made SIGTERM an
+    # interrupt, before any command runs: one line and exit 1, SIGTERM as
+    # it was -- not a traceback (the VM's signal matrix hit this at start+0)
+    import signal
+
+    from sits.cli import app
+    real = signal.signal
+
+    def set_then_interrupted(sig, handler):
+        previous = real(sig, handler)
+        if sig == signal.SIGTERM and handler is signal.default_int_handler:
+            raise KeyboardInterrupt
+        return previous
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(app.signal, "signal", set_then_interrupted)
+    try:
+        code = main(["doctor", "--json"])
+    except KeyboardInterrupt:
+        code = "the interrupt escaped main()"
+    assert code == 1
+    assert capsys.readouterr() == ("", "sits: interrupted\n")
+    assert signal.getsignal(signal.SIGTERM) is before
