@@ -94,21 +94,37 @@ def _fast(argv: list[str]):
     return None
 
 
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM before a command made it a stop of its own.
+
+    Not a KeyboardInterrupt: CPython marks a KeyboardInterrupt that passes
+    out of exec() of a string (dataclasses builds its methods that way as a
+    module is imported) as unhandled for good, and then ends the process by
+    SIGINT after main() returned 1 -- the signal matrix saw exit -2 with
+    'sits: interrupted' printed. This type is not looked for."""
+
+
+def _interrupted(signum, frame):
+    raise _Interrupted
+
+
 def main(argv: list[str] | None = None) -> int:
-    # SIGTERM is an interrupt like Ctrl-C from the first line on (its default
-    # kills the process mid-way, with no word and no clean-up of its own);
-    # `sits capture` makes both a stop with the summary once it streams.
-    # The interrupt is caught around the handler's own installation and
-    # removal: one that lands between them and a try inside escaped as a
+    # SIGINT and SIGTERM are an interrupt from the first line on (SIGTERM's
+    # default kills the process mid-way, with no word and no clean-up of its
+    # own); `sits capture` makes both a stop with the summary once it
+    # streams. The interrupt is caught around the handlers' own installation
+    # and removal: one that lands between them and a try inside escaped as a
     # traceback (a SIGTERM at the process's start, in the signal matrix).
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            for sig in previous:
+                signal.signal(sig, _interrupted)
             return _main(argv)
         finally:
-            signal.signal(signal.SIGTERM, previous)
-    except KeyboardInterrupt:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    except (_Interrupted, KeyboardInterrupt):
         print("sits: interrupted", file=sys.stderr)
         return 1
 
