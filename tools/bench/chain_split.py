@@ -25,6 +25,7 @@ from chain_bench import H, W, make_consumer  # noqa: E402
 
 from sits.journey import record  # noqa: E402
 from sits.pipeline.pipeline import Pipeline  # noqa: E402
+from sits.pipeline.stats import percentiles  # noqa: E402
 from sits.pipeline.synthetic import SyntheticCamera  # noqa: E402
 
 PARTS = {"wake-up": ("captured_ns", "dequeued_ns"), "queue": ("dequeued_ns", "cuda_submitted_ns"),
@@ -32,9 +33,10 @@ PARTS = {"wake-up": ("captured_ns", "dequeued_ns"), "queue": ("dequeued_ns", "cu
 WORST = 6
 
 
-def quantile_us(values: list[int], q: float) -> float:
-    v = sorted(values)
-    return round(v[min(len(v) - 1, int(q * len(v)))] / 1e3, 1)
+def p50_p99_max_us(values: list[int]) -> str:
+    """As chain_bench states its p50 and p99 (sits.pipeline.stats), and the max."""
+    q = percentiles([v / 1e3 for v in values])
+    return f"{q['p50']:.1f} / {q['p99']:.1f} / {max(values) / 1e3:.1f}"
 
 
 def main() -> int:
@@ -56,8 +58,7 @@ def main() -> int:
                     recs = [r for r in record.read(path) if r["cuda_done_ns"]]
                 split = {k: [r[b] - r[a] for r in recs] for k, (a, b) in PARTS.items()}
                 print(f"{code} {fps:g} fps {kind}, {len(recs)} frames, µs p50 / p99 / max: " + "; ".join(
-                    f"{k} {quantile_us(v, .5)} / {quantile_us(v, .99)} / {quantile_us(v, 1.0)}"
-                    for k, v in split.items()))
+                    f"{k} {p50_p99_max_us(v)}" for k, v in split.items()))
                 for r in sorted(recs, key=lambda r: r["cuda_done_ns"] - r["captured_ns"])[-WORST:]:
                     print(f"    frame {r['sequence']}: " + ", ".join(
                         f"{k} {(r[b] - r[a]) / 1e3:.0f}" for k, (a, b) in PARTS.items()))
