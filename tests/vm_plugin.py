@@ -171,7 +171,9 @@ class _VmSession:
                                   env={"SITS_IN_VM": "1", "PYTHONDONTWRITEBYTECODE": "1",
                                        "PYTHONUNBUFFERED": "1",  # each test's mark as it ends: progress
                                        **{k: os.environ[k] for k in ("SITS_SOAK",) if k in os.environ}},
-                                  echo=sys.stdout if self.config.getoption("verbose") > 1 else None,
+                                  # the terminal's writer, not sys.stdout: the VM runs in
+                                  # a test's call, whose output pytest captures
+                                  echo=tr if tr and self.config.getoption("verbose") > 1 else None,
                                   arch=VM_ARCH)
         if tr and result.boot_retry:
             tr.write_line(f"a VM boot died before the guest started ({result.boot_retry}); booted again")
