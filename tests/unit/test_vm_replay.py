@@ -3,11 +3,11 @@ there (a peer program missing on this machine) is reported as skipped,
 with the rest of the run going on -- not an internal error of pytest's
 that ends the whole run (a fresh machine without GStreamer did so); -vv
 shows what the guest says as it says it."""
-import json
 import sys
-import types
 
 import pytest
+
+from tests.unit.vm_standin import fake_sitsvm
 
 pytest_plugins = ["pytester"]
 
@@ -57,19 +57,8 @@ def test_vv_shows_the_guest_on_the_terminal(pytester, monkeypatch, tmp_path):
             pass
         """)
 
-    def run_in_vm(cmd, echo=None, **kw):
-        out = next(a for a in cmd if a.startswith("--sits-vm-results=")).split("=", 1)[1]
-        if echo is not None:
-            echo.write("soak: frame 1000: fds 29, dma-bufs 4, RSS 46600 kB\n")
-            echo.flush()
-        with open(out, "a") as f:
-            for n in (a for a in cmd if "::" in a):
-                f.write(json.dumps({"nodeid": n, "outcome": "passed", "longrepr": ""}) + "\n")
-        return types.SimpleNamespace(returncode=0, output="", console="", error=None, boot_retry=None)
-    monkeypatch.setitem(sys.modules, "sitsvm", types.SimpleNamespace(
-        run_in_vm=run_in_vm, check_setup=lambda arch: None, SetupMissing=Exception, DEFAULT_ARCH="x86_64",
-        cache_dir=lambda arch="x86_64": tmp_path, guest_python=lambda arch: "python3",
-        guest_path=lambda p, arch: p))
+    mod, _ = fake_sitsvm(tmp_path, guest_says="soak: frame 1000: fds 29, dma-bufs 4, RSS 46600 kB\n")
+    monkeypatch.setitem(sys.modules, "sitsvm", mod)
     result = pytester.runpytest("-vv", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*soak: frame 1000: fds 29, dma-bufs 4, RSS 46600 kB*"])
