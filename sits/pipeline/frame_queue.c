@@ -665,6 +665,7 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 		if (left <= 0)
 			return SITS_Q_TIMEOUT;
 		int n = epoll_wait(L->epfd, ev, EVENTS, (int)((left + 999999) / 1000000));
+		L->wakeups++;
 		if (n < 0)
 			return errno == EINTR ? SITS_Q_WAKE : fail(L, SITS_OP_EPOLL, -1);
 		int wake = 0;

@@ -97,6 +97,7 @@ struct sits_queue {
 	int64_t captured, displayed, dropped, anomalies, last_frame_ns;
 	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
 	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
+	int64_t wakeups;            /* run()'s epoll_wait returns: the steady state's cost in wake-ups */
 	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
 	uint32_t last_sequence;
 	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */

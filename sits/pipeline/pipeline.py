@@ -278,7 +278,9 @@ class Pipeline:
         self._last_frame = start
         capturing = True
         stop_deadline = None
+        self._python_passes = 0
         while True:
+            self._python_passes += 1
             now = time.monotonic()
             if capturing and self._stop_reason is None:
                 if frames and self._captured() >= frames:
@@ -491,6 +493,9 @@ class Pipeline:
             s.latency_ms = histogram_percentiles(q.latency)
             s.dequeue_to_commit_ms = histogram_percentiles(q.submit)
             s.c_loop_commits = q.c_commits
+            s.wakeups = {"c_loop": L.wakeups, "python": self._python_passes}
+        if q is None:
+            s.wakeups = {"c_loop": 0, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0

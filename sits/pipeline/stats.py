@@ -42,6 +42,9 @@ class Summary:
     disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
     reconnects: int = 0     # ... and came back
     c_loop_commits: int = 0  # frames committed by the C loop (sits_queue_run); the rest by Python
+    # the loop's wake-ups: the C loop's epoll_wait returns and Python's passes
+    # (each a wait of its own); a frame costs one, two while frames outpace the flips
+    wakeups: dict = field(default_factory=lambda: {"c_loop": 0, "python": 0})
     # --timeline: {"file", "records" (one per captured frame), "lost" (never, unless a bug)}
     timeline: dict | None = None
     # consumer name -> {"taken", "dropped" (by its policy), "left" (queued at the stop)}
