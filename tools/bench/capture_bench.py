@@ -1,31 +1,30 @@
 #!/usr/bin/env python3
-"""CPU per frame of `sits capture --to-kms` against GStreamer, in one VM run.
+"""CPU per frame of `sits capture --to-kms` against GStreamer, at a sweep
+of camera rates, in one VM run.
 
-Run it inside the test VM (tools/bench/capture_bench does that):
-  tools/vm/run --timeout 1500 -- .venv/bin/python tools/bench/capture_bench.py
+Run it inside the test VM (tools/bench/capture_bench does that, once per
+vCPU count in BENCH_CPUS, and prints the sweeps side by side):
+  tools/vm/run --timeout 7200 -- .venv/bin/python tools/bench/capture_bench.py
 
-Marginal cost, as in the issue: CPU (user+sys) of a 320-frame run minus a
-20-frame run, divided by 300 -- start-up cancels out -- median of 5 (the issue: 3). All
-pipelines capture vivid XR24 (GStreamer BGRx) 1280x720 at the same frame
-rate (BENCH_FPS, default 10) and show it on vkms. Under TCG the start-up of
-a Python process varies by a second or more of CPU, which lands in the
-marginal figure; so the bench also reports a "steady" figure: the
-scheduler runtime of all the process's threads (/proc/PID/task/*/schedstat,
-sampled every 0.1 s) over the middle of the long run's streaming phase,
-divided by the frames shown in that time.
+At each camera rate (BENCH_FPS, default 5,10,30,60,120: vivid XR24, and
+GStreamer BGRx, 1280x720, or 640x360 above vkms' 60 Hz) every pipeline
+(BENCH_ONLY, default sits mmap and GStreamer dmabuf) shows the same camera
+on vkms. Marginal cost: CPU (user+sys) of a 320-frame run minus a 20-frame
+run, divided by 300 -- start-up cancels out -- median of BENCH_REPS (3).
+Steady: the scheduler runtime of all the process's threads
+(/proc/PID/task/*/schedstat, sampled every 0.1 s) over the middle of the
+long run's streaming, divided by the frames in that time.
 By default (BENCH_CLOCK=icount, set by tools/bench/capture_bench) QEMU runs
 with -icount shift=3,sleep=off: guest time advances 8 ns per guest
 instruction and skips idle time, so every CPU figure here counts the
 instructions the guest ran for that process (user and kernel), not host
-time: the host's load and TCG's code translation (which otherwise charges
-each first run of new code, e.g. an interpreter's start-up, to the guest)
-no longer move the numbers. BENCH_CLOCK=tcg measures host time instead.
-Repetitions go round all pipelines in turn, and the ratios are also given
-per repetition ("paired").
+time. BENCH_CLOCK=tcg measures host time instead. Repetitions go round all
+pipelines in turn. BENCH_OUT: a JSON file of the figures (--combine FILES
+prints the sweep tables of several).
 Latency: sits reports V4L2 timestamp -> flip completion; for GStreamer the
 `latency` tracer's source -> sink pad time, taken in a separate run (the
 tracer costs CPU), which ends when the buffer reaches kmssink, before the
-flip: the two are not the same span, and the table says so.
+flip: the two are not the same span.
 """
 import json
 import os
@@ -39,44 +38,55 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SITS = [os.path.join(ROOT, ".venv", "bin", "sits")]
-W, H = 1280, 720
-REPS = int(os.environ.get("BENCH_REPS", "5"))  # the issue asks for 3; 5 steadies the marginal median
+REPS = int(os.environ.get("BENCH_REPS", "3"))
 SHORT, LONG = 20, 320
-# The same camera rate for every pipeline: left alone, vivid starts at 5 fps
-# and GStreamer asks for its maximum (60, of which TCG delivers ~22), and
-# per-frame costs at different rates do not compare. 10 fps is well within
-# what vivid produces at 1280x720 under TCG.
-FPS = int(os.environ.get("BENCH_FPS", "10"))
+# The camera rates swept, each the same for every pipeline (left alone,
+# vivid starts at 5 fps and GStreamer asks for its maximum, and per-frame
+# costs at different rates do not compare). vkms refreshes at 60 Hz; vivid
+# gives 1280x720 at up to 60 fps, so the rate above the refresh is taken
+# at 640x360, the largest webcam size vivid offers at 120.
+RATES = [int(r) for r in os.environ.get("BENCH_FPS", "5,10,30,60,120").split(",")]
+BASE_FPS = 10          # each rate's figure is also given against this rate's
+REFRESH_HZ = 60
+
+
+def size_at(fps: int) -> tuple[int, int]:
+    return (1280, 720) if fps <= REFRESH_HZ else (640, 360)
 SAMPLE_S = 0.1
 TEARDOWN_S = 3.0      # leave the last seconds out of the steady window: stop, restore, exit
 STEADY_SHARE = 0.5    # the steady window is this share of the streaming time
 LATENCY_FRAMES = 60
 
 
-def gst(io_mode: str, frames: int) -> list[str]:
+def gst(io_mode: str, frames: int, fps: int) -> list[str]:
+    w, h = size_at(fps)
     return ["gst-launch-1.0", "-q", "-e", "v4l2src", "device=/dev/video0", f"io-mode={io_mode}",
-            f"num-buffers={frames}", "!", f"video/x-raw,format=BGRx,width={W},height={H},framerate={FPS}/1",
+            f"num-buffers={frames}", "!", f"video/x-raw,format=BGRx,width={w},height={h},framerate={fps}/1",
             "!", "kmssink", "driver-name=vkms"]
 
 
-def sits(memory: str, frames: int, *extra: str) -> list[str]:
+def sits(memory: str, frames: int, fps: int, *extra: str) -> list[str]:
+    w, h = size_at(fps)
     return [*SITS, "capture", "--to-kms", "--device", "/dev/video0", "--format", "XR24",
-            "--size", f"{W}x{H}", "--fps", str(FPS), "--memory", memory, "--frames", str(frames), "--json", *extra]
+            "--size", f"{w}x{h}", "--fps", str(fps), "--memory", memory, "--frames", str(frames), "--json", *extra]
 
 
+SITS_MMAP, GST_DMABUF = "sits mmap (EXPBUF) -> KMS", "gst v4l2src io-mode=dmabuf ! kmssink"
 PIPELINES = {
-    "sits mmap (EXPBUF) -> KMS": lambda n: sits("mmap", n),
-    "sits udmabuf -> KMS": lambda n: sits("udmabuf", n),
+    SITS_MMAP: lambda n, f: sits("mmap", n, f),
+    "sits udmabuf -> KMS": lambda n, f: sits("udmabuf", n, f),
     # a second consumer beside the display (tools/bench/second_consumer.py):
     # every frame also to a worker thread, its lease released through an eventfd
-    "sits mmap -> KMS + a second consumer": lambda n: [os.path.join(ROOT, ".venv", "bin", "python"),
-                                                       os.path.join(ROOT, "tools", "bench", "second_consumer.py"),
-                                                       *sits("mmap", n)[2:]],
+    "sits mmap -> KMS + a second consumer": lambda n, f: [os.path.join(ROOT, ".venv", "bin", "python"),
+                                                          os.path.join(ROOT, "tools", "bench", "second_consumer.py"),
+                                                          *sits("mmap", n, f)[2:]],
     # every event through Python's epoll, no C loop: what the C loop buys
-    "sits mmap, Python loop -> KMS": lambda n: sits("mmap", n, "--python-loop"),
-    "gst v4l2src io-mode=dmabuf ! kmssink": lambda n: gst("dmabuf", n),
-    "gst v4l2src io-mode=mmap ! kmssink": lambda n: gst("mmap", n),
+    "sits mmap, Python loop -> KMS": lambda n, f: sits("mmap", n, f, "--python-loop"),
+    GST_DMABUF: lambda n, f: gst("dmabuf", n, f),
+    "gst v4l2src io-mode=mmap ! kmssink": lambda n, f: gst("mmap", n, f),
 }
+# the sweep's default: the pair the headline compares
+DEFAULT_ONLY = f"{SITS_MMAP},{GST_DMABUF}"
 
 
 def process_runtime_ns(pid: int) -> int | None:
@@ -155,15 +165,10 @@ def gst_latency_ms(stderr: str) -> list[float]:
     return [int(m) / 1e6 for m in re.findall(r"time=\(guint64\)(\d+)", stderr)]
 
 
-def main() -> int:
-    # The guest's root is read-only: without a writable registry GStreamer
-    # rescans every plugin at each start (~10-40 s under TCG, and noisy).
-    os.environ.setdefault("GST_REGISTRY", "/tmp/sits-bench-gst-registry.bin")
-    subprocess.run(["gst-inspect-1.0", "kmssink"], capture_output=True)
-    only = os.environ.get("BENCH_ONLY")  # e.g. "sits mmap,gst" to shorten a run
-    names = [n for n in PIPELINES if not only or any(n.startswith(prefix) for prefix in only.split(","))]
-    acc = {n: {"marginal": [], "steady": [], "lat": [], "inloop": [], "rates": [], "flip": [], "shown": []}
-           for n in names}
+def measure(fps: int, names: list[str]) -> dict:
+    """Every pipeline in `names` at camera rate `fps`, REPS times round."""
+    acc = {n: {"marginal": [], "steady": [], "lat": [], "inloop": [], "rates": [], "flip": [], "shown": [],
+               "wakeups": []} for n in names}
     info = {}
     # Repetitions outside, pipelines inside: whatever drifts over the run
     # (the host's load under TCG) reaches every pipeline alike.
@@ -173,19 +178,22 @@ def main() -> int:
             # Both runs without tracers: a tracer only in the long run would
             # add its own per-frame cost to the marginal figure.
             make = PIPELINES[name]
-            short, long_ = Run(make(SHORT)), Run(make(LONG))
+            short, long_ = Run(make(SHORT, fps)), Run(make(LONG, fps))
             a["marginal"].append(1000 * (long_.cpu - short.cpu) / (LONG - SHORT))
             # the camera's rate as this pipeline saw it: the extra frames over the extra time
-            fps = (LONG - SHORT) / (long_.exit_s - short.exit_s)
-            a["rates"].append(fps)
-            per_s = long_.steady_cpu_per_s(LONG, fps)
-            a["steady"].append(1000 * per_s / fps if per_s is not None else None)
+            seen = (LONG - SHORT) / (long_.exit_s - short.exit_s)
+            a["rates"].append(seen)
+            per_s = long_.steady_cpu_per_s(LONG, seen)
+            a["steady"].append(1000 * per_s / seen if per_s is not None else None)
             if name.startswith("sits"):
                 s = json.loads(long_.out)
                 a["lat"].append(s["dequeue_to_commit_ms"]["p50"])
                 a["flip"].append(s["latency_ms"]["p50"])
                 a["inloop"].append(s["cpu_ms_per_frame"])
-                a["shown"].append((s["frames_displayed"], s["frames_captured"], s["c_loop_commits"]))
+                a["shown"].append((s["frames_displayed"], s["frames_captured"], s["c_loop_commits"],
+                                   s["drops"].get("sequence_gap", 0)))
+                w = s["wakeups"]
+                a["wakeups"].append((w["c_loop"] + w["python"]) / max(1, s["frames_captured"]))
                 info[name] = (s["zero_copy"], s["cpu_copies_per_frame"])
             else:
                 info[name] = (io_zero_copy(name), None)
@@ -193,7 +201,7 @@ def main() -> int:
         if name.startswith("gst"):
             # latency from a separate, shorter run with the tracer on
             env = {**os.environ, "GST_TRACERS": "latency", "GST_DEBUG": "GST_TRACER:7"}
-            vals = gst_latency_ms(Run(PIPELINES[name](LATENCY_FRAMES), env).err)
+            vals = gst_latency_ms(Run(PIPELINES[name](LATENCY_FRAMES, fps), env).err)
             acc[name]["lat"].append(statistics.median(vals) if vals else None)
     results = {}
     for name in names:
@@ -206,51 +214,93 @@ def main() -> int:
                          "capture_to_flip_p50_ms": statistics.median(a["flip"]) if a["flip"] else None,
                          "latency_p50_ms": statistics.median([v for v in a["lat"] if v is not None]
                                                              or [float("nan")]),
+                         "wakeups_per_frame": statistics.median(a["wakeups"]) if a["wakeups"] else None,
                          "zero_copy": info[name][0], "cpu_copies_per_frame": info[name][1],
                          "shown": a["shown"]}
-    base = results["gst v4l2src io-mode=dmabuf ! kmssink"]
+    return results
+
+
+def report(fps: int, results: dict) -> None:
+    w, h = size_at(fps)
+    base = results.get(GST_DMABUF)
     clock = os.environ.get("BENCH_CLOCK", "tcg")
-    print(f"capture -> KMS, vivid XR24 {W}x{H} at {FPS} fps on vkms, median of {REPS}, guest clock: {clock}"
+    print(f"\ncapture -> KMS, vivid XR24 {w}x{h} at {fps} fps on vkms, {os.cpu_count()} vCPU(s), "
+          f"median of {REPS}, guest clock: {clock}"
           + (" (QEMU -icount shift=3: 8 ns a guest instruction; the ms are instruction counts, "
              "the ratios are what compares)" if clock == "icount" else " (host time: moves with the host's load)"))
-    print(f"marginal = CPU of a {LONG}-frame run minus a {SHORT}-frame run, / {LONG - SHORT} (the issue's measure; "
-          "start-up noise of the short and long runs lands in it)")
-    print(f"steady   = scheduler runtime (/proc/PID/schedstat) over the middle of the {LONG}-frame run's "
-          "streaming, / frames in that time (no start-up in it)")
-    print(f"{'pipeline':40s} {'marginal':>9s} {'ratio':>6s} {'steady':>7s} {'ratio':>6s} {'fps':>5s} "
+    print(f"marginal = CPU of a {LONG}-frame run minus a {SHORT}-frame run, / {LONG - SHORT}; "
+          f"steady = scheduler runtime (/proc/PID/schedstat) over the middle of the {LONG}-frame run's "
+          "streaming, / frames in that time")
+    print(f"{'pipeline':40s} {'marginal':>9s} {'ratio':>6s} {'steady':>7s} {'ratio':>6s} {'fps':>6s} "
           f"{'latency p50':>11s}  zero-copy  runs (marginal | steady)")
     for name, r in results.items():
-        ratio = r["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] if base["cpu_ms_per_frame"] else float("nan")
-        sratio = r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"]
-        runs = ("/".join(f"{v:.1f}" for v in r["runs"]) + " | "
+        ratio = r["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] if base and base["cpu_ms_per_frame"] else float("nan")
+        sratio = r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"] if base else float("nan")
+        runs = ("/".join(f"{v:.2f}" for v in r["runs"]) + " | "
                 + "/".join("-" if v is None else f"{v:.2f}" for v in r["steady_runs"]))
         print(f"{name:40s} {r['cpu_ms_per_frame']:9.2f} {ratio:5.2f}x {r['steady_cpu_ms_per_frame']:7.2f} "
-              f"{sratio:5.2f}x {r['fps']:5.2f} {r['latency_p50_ms']:8.1f} ms  {str(r['zero_copy']):9s}  {runs}")
-    print("CPU in ms per frame; ratio against gst dmabuf -> kmssink. Latency p50, the same span for both: "
-          "buffer dequeued -> handed to the display (sits: DQBUF -> atomic commit; GStreamer: its latency "
-          "tracer's v4l2src -> kmssink pad time)")
-    base_name = "gst v4l2src io-mode=dmabuf ! kmssink"
-    for name, r in results.items():
-        if name == base_name:
-            continue
-        pairs = [(m / bm, (st / bst) if st and bst else None) for m, bm, st, bst in
-                 zip(r["runs"], base["runs"], r["steady_runs"], base["steady_runs"]) if bm > 0]
-        if pairs:
-            ms = statistics.median(p[0] for p in pairs)
-            sts = [p[1] for p in pairs if p[1] is not None]
-            print(f"paired: {name} / gst dmabuf, each repetition's own ratio, median: marginal {ms:.2f}x, "
-                  f"steady {statistics.median(sts):.2f}x" if sts else f"paired: {name}: marginal {ms:.2f}x")
-    for name, r in results.items():
-        if r["capture_to_flip_p50_ms"] is not None:
-            print(f"{name}: V4L2 timestamp -> flip completed (page-flip event) p50 "
-                  f"{r['capture_to_flip_p50_ms']:.1f} ms (GStreamer reports no such span)")
+              f"{sratio:5.2f}x {r['fps']:6.2f} {r['latency_p50_ms']:8.1f} ms  {str(r['zero_copy']):9s}  {runs}")
     for name, r in results.items():
         if r["in_loop_cpu_ms_per_frame"] is not None:
-            shown = ", ".join(f"{d}/{c} ({k} by the C loop)" for d, c, k in r["shown"])
-            print(f"cross-check: {name} measures {r['in_loop_cpu_ms_per_frame']:.2f} CPU ms/frame itself "
-                  f"(getrusage over its streaming loop); frames displayed/captured in the long runs: {shown}")
+            shown = ", ".join(f"{d}/{c} ({k} by the C loop, {g} skipped)" for d, c, k, g in r["shown"])
+            print(f"  {name}: {r['in_loop_cpu_ms_per_frame']:.2f} CPU ms/frame by its own count, "
+                  f"{r['wakeups_per_frame']:.2f} wake-ups a frame, V4L2 timestamp -> flip p50 "
+                  f"{r['capture_to_flip_p50_ms']:.1f} ms; displayed/captured: {shown}")
+    sys.stdout.flush()
+
+
+def sweep_table(cpus: int, by_rate: dict) -> list[str]:
+    """One line a rate: sits' and GStreamer's steady CPU a frame, their
+    ratio, and sits' against its own figure at BASE_FPS."""
+    own = by_rate.get(BASE_FPS, {}).get(SITS_MMAP, {}).get("steady_cpu_ms_per_frame")
+    lines = [f"| {cpus} vCPU | camera rate | size | sits steady ms/frame | gst steady ms/frame | sits / gst "
+             f"| sits / sits at {BASE_FPS} fps | sits wake-ups a frame |", "|---|---|---|---|---|---|---|---|"]
+    for fps in sorted(by_rate):
+        r = by_rate[fps]
+        si, gs = r.get(SITS_MMAP), r.get(GST_DMABUF)
+        if si is None:
+            continue
+        s_ms = si["steady_cpu_ms_per_frame"]
+        g_ms = gs["steady_cpu_ms_per_frame"] if gs else float("nan")
+        w, h = size_at(fps)
+        lines.append(f"| {cpus} | {fps} fps | {w}x{h} | {s_ms:.2f} | {g_ms:.2f} | {s_ms / g_ms:.2f}x "
+                     f"| {s_ms / own if own else float('nan'):.2f}x | {si['wakeups_per_frame']:.2f} |")
+    return lines
+
+
+def combine(paths: list[str]) -> int:
+    """The sweep tables of several runs (one VM each: BENCH_OUT files), the
+    headline's first."""
+    for path in paths:
+        with open(path) as f:
+            run = json.load(f)
+        print("\n".join(sweep_table(run["cpus"], {int(k): v for k, v in run["rates"].items()})))
+        print()
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--combine"]:
+        return combine(sys.argv[2:])
+    # The guest's root is read-only: without a writable registry GStreamer
+    # rescans every plugin at each start (~10-40 s under TCG, and noisy).
+    os.environ.setdefault("GST_REGISTRY", "/tmp/sits-bench-gst-registry.bin")
+    subprocess.run(["gst-inspect-1.0", "kmssink"], capture_output=True)
+    only = os.environ.get("BENCH_ONLY") or DEFAULT_ONLY   # e.g. "sits mmap,gst"
+    names = [n for n in PIPELINES if any(n.startswith(prefix) for prefix in only.split(","))]
+    by_rate = {}
+    for fps in RATES:
+        by_rate[fps] = measure(fps, names)
+        report(fps, by_rate[fps])
+    print()
+    print("\n".join(sweep_table(os.cpu_count(), by_rate)))
+    out = os.environ.get("BENCH_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump({"cpus": os.cpu_count(), "clock": os.environ.get("BENCH_CLOCK", "tcg"), "reps": REPS,
+                       "rates": by_rate}, f)
     if "--json" in sys.argv:
-        print(json.dumps(results))
+        print(json.dumps(by_rate))
     return 0
 
 
