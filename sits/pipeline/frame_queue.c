@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include "sits_kernel.h"
@@ -539,14 +540,15 @@ frame:
 
 /* The commit now on screen carries an out-fence; the frame it replaced
  * goes back once that fence has signalled. The kernel signals it before it
- * sends the flip event, so one SYNC_IOC_FILE_INFO settles it. */
+ * sends the flip event, so one poll() that does not wait settles it (a
+ * sync_file is readable once its fence has signalled; SYNC_IOC_FILE_INFO
+ * would also format the fence's name, every frame). */
 static int retire(struct sits_queue *L, struct sits_q_frame previous)
 {
 	int32_t fence = L->on_screen.fence;
 	if (fence >= 0) {
-		struct sync_file_info info;
-		memset(&info, 0, sizeof info);
-		if (ioctl(fence, SYNC_IOC_FILE_INFO, &info) < 0 || info.status != 1) {
+		struct pollfd p = {.fd = fence, .events = POLLIN};
+		if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) {
 			L->retire = previous;   /* Python polls the fence, then calls retired() */
 			return previous.index == SITS_Q_NONE ? 0 : SITS_Q_RETIRE_WAIT;
 		}
