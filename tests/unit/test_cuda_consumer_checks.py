@@ -25,7 +25,7 @@ class DmabufSource:
     """A V4L2 source with MMAP / dma-heap buffers: dma-bufs, no memfd."""
 
     def __init__(self, memory="mmap", code="YUYV", size=(640, 360)):
-        self.path, self.memory, self.streaming = "/dev/video0", memory, False
+        self.path, self.memory = "/dev/video0", memory
         self.format = synthetic_format(code, *size)
         dmabuf = types.SimpleNamespace(backing=None, size=self.format.sizeimage, fileno=lambda: -1)
         self.buffers = [CaptureBuffer(i, dmabuf, self.format) for i in range(4)]
@@ -37,7 +37,6 @@ def test_memory_that_cannot_reach_the_gpu_is_refused_naming_udmabuf(memory):
     consumer = CudaConsumer(OutputSpec(224, 224), probe=DISCRETE)
     with pytest.raises(UsageError, match=rf"{memory} buffers cannot reach this GPU.*udmabuf"):
         consumer.start(ctx_for(src))
-    assert not src.streaming
 
 
 def test_formats_the_kernel_cannot_take_are_refused_naming_those_it_can():
