@@ -493,9 +493,7 @@ class Pipeline:
             s.latency_ms = histogram_percentiles(q.latency)
             s.dequeue_to_commit_ms = histogram_percentiles(q.submit)
             s.c_loop_commits = q.c_commits
-            s.wakeups = {"c_loop": L.wakeups, "python": self._python_passes}
-        if q is None:
-            s.wakeups = {"c_loop": 0, "python": self._python_passes}
+        s.wakeups = {"c_loop": q.L.wakeups if q is not None else 0, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
