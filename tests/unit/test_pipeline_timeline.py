@@ -205,3 +205,47 @@ def test_timeline_path_is_checked_before_any_device(capsys, tmp_path):
     assert "Traceback" not in err
     assert main(["capture", "--to-kms", "--timeline", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+class PipeFence:
+    """An out-fence for the queue's check: the read end of a pipe is
+    readable, as a sync_file is once its fence signalled, when a byte was
+    written. The queue owns (and closes) what detach() gives it."""
+
+    def __init__(self):
+        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+
+    def detach(self) -> int:
+        return self.r
+
+    def signal(self):
+        os.write(self.w, b"x")
+        os.close(self.w)
+
+
+def test_a_buffer_leaves_the_screen_only_once_the_out_fence_has_signalled(tmp_path):
+    with queue_on_display(str(tmp_path / "t.ndjson")) as (q, cam, d):
+        L = q.L
+        capture(q, cam)                                          # F1 on screen
+        first = L.next.index
+        q.committed(first, None, c1 := time.monotonic_ns())
+        d.flip(c1)
+        q.flip_events()
+        capture(q, cam)                                          # F2 replaces it, its out-fence unsignalled
+        fence = PipeFence()
+        q.committed(L.next.index, fence, c2 := time.monotonic_ns())
+        d.flip(c2)
+        assert q.flip_events() == lib.SITS_Q_RETIRE_WAIT
+        assert L.retire.index == first and not L.queued[first] and q.display_holds(first)
+        fence.signal()
+        q.retired()                                              # the pipeline's call once the fence fd is readable
+        assert L.retire.index == -1 and L.queued[first] and L.on_screen.fence == -1
+        capture(q, cam)                                          # F3, its out-fence signalled by its flip: F2 goes at once
+        third_fence = PipeFence()
+        third_fence.signal()
+        second = L.on_screen.index
+        q.committed(L.next.index, third_fence, c3 := time.monotonic_ns())
+        d.flip(c3)
+        assert q.flip_events() != lib.SITS_Q_RETIRE_WAIT
+        assert L.queued[second] and L.retire.index == -1
+        q.end_timeline()
