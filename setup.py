@@ -19,7 +19,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 EBPF = os.path.join(HERE, "sits", "ebpf")
 sys.path.insert(0, os.path.join(HERE, "csrc"))
-from build_bpf import BPF_ARCH, clang_args  # noqa: E402  (csrc is no package)
+from build_bpf import BPF_ARCH, INCLUDE, clang_args  # noqa: E402  (csrc is no package)
 
 
 def _need(tool, hint):
@@ -42,7 +42,7 @@ def build_bpf_objects():
     arch = BPF_ARCH.get(platform.machine(), platform.machine())
     for src in sorted(glob.glob(os.path.join(EBPF, "programs", "*.bpf.c"))):
         obj = src[:-2] + ".o"
-        deps = [src, vmlinux_h] + glob.glob(os.path.join(EBPF, "programs", "*.h"))
+        deps = [src, vmlinux_h] + glob.glob(os.path.join(EBPF, "programs", "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))
         if os.path.exists(obj) and os.path.getmtime(obj) >= max(map(os.path.getmtime, deps)):
             continue
         subprocess.run([clang, *clang_args(arch, EBPF), "-c", src, "-o", obj], check=True)

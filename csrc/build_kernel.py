@@ -10,6 +10,8 @@ import subprocess
 
 from cffi import FFI
 
+from build_bpf import INCLUDE  # csrc is no package: its folder is on the path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The frame queue's C (pipeline logic, compiled into this module) and its
 # interface, whose cdef part is read from the header: declared once.
@@ -54,7 +56,7 @@ def _headers_digest():
     import glob
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h"))) + [QUEUE_H, QUEUE_C]:
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C]:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -67,7 +69,7 @@ def source_options():
     return dict(
         # relative to the project root, as setuptools wants (compile() below runs there too)
         sources=[os.path.relpath(QUEUE_C, ROOT)],
-        include_dirs=[HERE, PIPELINE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
+        include_dirs=[HERE, PIPELINE, INCLUDE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
     )

@@ -1,4 +1,4 @@
-"""What sits_probe.h says, read by user space: the one source of the probe
+"""What sits_probe.h (and sits_hist.h, which it includes) says, read by user space: the one source of the probe
 point ids, the drop counters and the histogram's constants.
 
 The BPF programs include the header; Python parses it here at import (a
@@ -11,6 +11,9 @@ against the compiler's own reading of the header.
 import os
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "sits_probe.h")
+#: the folder of the headers it includes: rules the frame queue's C follows too
+INCLUDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+HIST_PATH = os.path.join(INCLUDE, "sits_hist.h")   # the histogram's slots
 
 
 def _number(text: str) -> int | None:
@@ -70,8 +73,11 @@ def _members(enum: str, prefix: str, *, skip=()) -> dict[str, int]:
             if k.startswith(prefix) and k[len(prefix):] not in skip}
 
 
+with open(HIST_PATH) as _f:
+    DEFINES, _ = parse(_f.read())
 with open(PATH) as _f:
-    DEFINES, ENUMS = parse(_f.read())
+    _defines, ENUMS = parse(_f.read())
+DEFINES.update(_defines)
 
 #: enum sits_probe_id, by probe point name (SITS_P_SYS_READ -> "sys_read")
 PROBE_IDS = _members("sits_probe_id", "SITS_P_", skip=("NONE", "MAX"))

@@ -23,12 +23,23 @@
 #include <sys/epoll.h>
 
 #include "sits_kernel.h"
+#include "sits_hist.h"
 
 static int64_t now_ns(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void sits_q_hist_add(struct sits_q_hist *h, int64_t ns)
+{
+	uint64_t v = ns > 0 ? (uint64_t)ns : 0;
+	h->count++;
+	h->sum_ns += (int64_t)v;
+	if ((int64_t)v > h->max_ns)
+		h->max_ns = (int64_t)v;
+	h->slots[sits_hist_slot(v)]++;
 }
 
 /* --timeline: a frame's record is open from its dequeue while its buffer
@@ -236,7 +247,7 @@ static void shown(struct sits_queue *L, struct sits_q_frame f, int32_t fence, in
 {
 	L->tag++;
 	if (f.index != SITS_Q_OWN) {
-		L->submit_ms[L->submit_n++] = (float)((started_ns - f.dequeued_ns) / 1e6);
+		sits_q_hist_add(&L->submit, started_ns - f.dequeued_ns);
 		/* a driver timestamp after our dequeue cannot be believed (vivid's
 		 * schedule-based clock in a slow VM): count it, use the dequeue time */
 		if (f.timestamp_ns <= 0 || f.timestamp_ns > f.dequeued_ns) {
@@ -603,7 +614,7 @@ int sits_queue_flip_events(struct sits_queue *L)
 				L->anomalies++;
 				flip_ns = now_ns();
 			}
-			L->latency_ms[L->latency_n++] = (float)((flip_ns - L->pending.shown_from_ns) / 1e6);
+			sits_q_hist_add(&L->latency, flip_ns - L->pending.shown_from_ns);
 		}
 		struct sits_q_frame previous = L->on_screen;
 		L->on_screen = L->pending;
@@ -657,10 +668,9 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 	for (;;) {
 		if (L->frames_limit && L->captured >= L->frames_limit)
 			return SITS_Q_FRAMES;
-		/* each pass adds at most one sample of each kind; a pass of n
-		 * events closes at most the open records and n new ones */
-		if (L->latency_n >= L->samples_cap - 2 || L->submit_n >= L->samples_cap - 2
-		    || L->cuda_latency_n >= L->samples_cap - (int32_t)L->nbufs
+		/* a pass completes at most every buffer's CUDA launch; a pass of
+		 * n events closes at most the open records and n new ones */
+		if (L->cuda_latency_n >= L->samples_cap - (int32_t)L->nbufs
 		    || (L->timeline && L->records_n > L->records_cap - SITS_Q_OPEN_RECORDS - EVENTS))
 			return SITS_Q_FULL;
 		int64_t left = end - now_ns();

@@ -29,7 +29,7 @@ enum {
 	SITS_Q_FRAMES = 2,      /* frames_limit frames captured */
 	SITS_Q_HAND_BACK = 3,   /* the next commit is Python's (writeback, conversion) */
 	SITS_Q_RETIRE_WAIT = 4, /* a flip completed before its out-fence said signalled */
-	SITS_Q_FULL = 5,        /* the sample arrays are full */
+	SITS_Q_FULL = 5,        /* the CUDA sample or timeline arrays are full */
 	SITS_Q_ERROR = 6,       /* err_op failed with err (on buffer err_index) */
 	SITS_Q_DELIVER = 7,     /* a frame for Python's consumers is in `delivered` */
 };
@@ -68,6 +68,13 @@ struct sits_q_record {
 	int64_t late_ns;                /* 0: not late */
 	uint32_t scanout_vblank, replaced_vblank;   /* the flip events' vblank counters */
 	uint32_t holds;         /* what may still add a stage (its buffer, the screen); 0: a free slot */
+};
+
+/* A latency histogram in sits_hist.h's slots: filled here every frame, read
+ * by Python when it reports (no Python a frame). */
+struct sits_q_hist {
+	int64_t count, sum_ns, max_ns;
+	uint32_t *slots;        /* SITS_HIST_SLOTS counts, Python's array */
 };
 
 struct sits_queue {
@@ -136,8 +143,9 @@ struct sits_queue {
 	float *cuda_latency_ms;                 /* V4L2 timestamp -> done on the GPU; Python drains it */
 	float *cuda_release_ms;                 /* done on the GPU -> the buffer released */
 	int32_t cuda_latency_n;
-	float *latency_ms, *submit_ms;      /* Python's arrays, drained after each call */
-	int32_t samples_cap, latency_n, submit_n;
+	struct sits_q_hist latency;         /* capture (V4L2 timestamp) -> on screen (flip event) */
+	struct sits_q_hist submit;          /* dequeue -> commit */
+	int32_t samples_cap;                /* of the CUDA sample arrays */
 	int32_t err, err_op, err_index;
 	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
 	 * while its buffer is out or it is on screen, then moves to Python's
@@ -164,6 +172,7 @@ int sits_queue_cuda_done(struct sits_queue *L);
 void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
 void sits_queue_timeline_device_gone(struct sits_queue *L);
 void sits_queue_timeline_end(struct sits_queue *L);
+void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);
 /* cdef-end */
 
 #endif

@@ -12,13 +12,13 @@ the buffer once the display no longer holds it either.
 import collections
 
 from sits._kernel import ffi, lib
-from sits.ebpf.histogram import Histogram
+from sits.ebpf.histogram import SLOTS, Histogram
 from sits.errors import DeviceError, IoctlError, KernelCallError, UsageError
 from sits.pipeline.stats import CUDA_LATENCY_WINDOW
 from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
-SAMPLES = 2048   # latency samples between two drains (a drain is every call)
+SAMPLES = 2048   # CUDA latency samples between two drains (a drain is every call)
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
@@ -37,11 +37,11 @@ class QueueError(Exception):
 class FrameQueue:
     def __init__(self, epoll_fd: int):
         self.L = L = ffi.new("struct sits_queue *")
-        self._latency = ffi.new("float[]", SAMPLES)
-        self._submit = ffi.new("float[]", SAMPLES)
+        self._latency_slots = ffi.new("uint32_t[]", SLOTS)
+        self._submit_slots = ffi.new("uint32_t[]", SLOTS)
         self._cuda_latency = ffi.new("float[]", SAMPLES)
         self._cuda_release = ffi.new("float[]", SAMPLES)
-        L.latency_ms, L.submit_ms, L.samples_cap = self._latency, self._submit, SAMPLES
+        L.latency.slots, L.submit.slots, L.samples_cap = self._latency_slots, self._submit_slots, SAMPLES
         L.cuda_latency_ms, L.cuda_release_ms = self._cuda_latency, self._cuda_release
         L.epfd, L.vfd, L.dfd = epoll_fd, -1, -1
         for slot in (L.next, L.pending, L.on_screen, L.retire, L.delivered):
@@ -49,11 +49,7 @@ class FrameQueue:
         L.hand_back_displayed = -1
         self.device = None
         self.frames: dict[int, Frame] = {}   # buffers Python's consumers hold
-        # Bounded however long the run: whole-run histograms (log-linear,
-        # quantiles within 1/16) of capture -> on screen and dequeue ->
-        # commit; the CUDA consumer's windows of its last samples, as its own.
-        self.latency = Histogram()
-        self.submit = Histogram()
+        # The CUDA consumer's windows of its last samples, as its own.
         self.cuda_latencies: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # capture -> done on the GPU
         self.cuda_release_ms: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # done -> released
         self.c_commits = 0     # commits made inside run(): the C loop's share
@@ -174,11 +170,29 @@ class FrameQueue:
         L = self.L
         return index in (L.next.index, L.pending.index, L.on_screen.index, L.retire.index)
 
+    # ---------------------------------------------------------- histograms
+    # Whole-run histograms, bounded however long the run (log-linear,
+    # quantiles within 1/16), filled by the C every frame.
+    @property
+    def latency(self) -> Histogram:
+        """Capture (the V4L2 timestamp) -> on screen (the flip event)."""
+        return self._histogram(self.L.latency, self._latency_slots)
+
+    @property
+    def submit(self) -> Histogram:
+        """Dequeue -> commit."""
+        return self._histogram(self.L.submit, self._submit_slots)
+
+    @staticmethod
+    def _histogram(h, slots) -> Histogram:
+        counts = ffi.unpack(slots, SLOTS)
+        return Histogram(h.count, h.sum_ns, h.max_ns, {s: n for s, n in enumerate(counts) if n})
+
     # --------------------------------------------------------------- steps
     def run(self, timeout_ms: int) -> int:
-        before = self.L.submit_n
+        before = self.L.submit.count
         code = lib.sits_queue_run(self.L, max(0, int(timeout_ms)))
-        self.c_commits += self.L.submit_n - before
+        self.c_commits += self.L.submit.count - before
         return self._drain(code)
 
     def capture(self) -> int:
@@ -231,16 +245,6 @@ class FrameQueue:
 
     def _drain(self, code: int) -> int:
         L = self.L
-        if L.latency_n:
-            add = self.latency.add
-            for ms in ffi.unpack(self._latency, L.latency_n):
-                add(int(ms * 1e6))
-            L.latency_n = 0
-        if L.submit_n:
-            add = self.submit.add
-            for ms in ffi.unpack(self._submit, L.submit_n):
-                add(int(ms * 1e6))
-            L.submit_n = 0
         if L.cuda_latency_n:
             self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))
             self.cuda_release_ms.extend(ffi.unpack(self._cuda_release, L.cuda_latency_n))

@@ -19,7 +19,7 @@ def compiler_enums(tmp_path) -> tuple[dict[str, dict[str, int]], dict[str, int]]
     """({enum: {member: value}}, {define: value}) as clang and the C compiler
     see the header."""
     ast = subprocess.run(["clang", "-x", "c", "-fsyntax-only", "-Xclang", "-ast-dump=json",
-                          "-include", "linux/types.h", header.PATH], capture_output=True, text=True, check=True)
+                          "-include", "linux/types.h", "-I", header.INCLUDE, header.PATH], capture_output=True, text=True, check=True)
     names = {n["name"]: [c["name"] for c in n["inner"]] for n in json.loads(ast.stdout)["inner"]
              if n.get("kind") == "EnumDecl" and n.get("name") in ENUMS}
     members = [m for e in ENUMS for m in names[e]]
@@ -28,7 +28,7 @@ def compiler_enums(tmp_path) -> tuple[dict[str, dict[str, int]], dict[str, int]]
                    + "".join(f'\tprintf("%lld\\n", (long long){m});\n' for m in members + list(header.DEFINES))
                    + "\treturn 0;\n}\n")
     exe = tmp_path / "values"
-    subprocess.run(["cc", "-I", os.path.dirname(header.PATH), "-o", str(exe), str(src)], check=True)
+    subprocess.run(["cc", "-I", os.path.dirname(header.PATH), "-I", header.INCLUDE, "-o", str(exe), str(src)], check=True)
     values = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
     got = dict(zip(members + list(header.DEFINES), values))
     return {e: {m: got[m] for m in names[e]} for e in ENUMS}, {d: got[d] for d in header.DEFINES}

@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
 PROGRAMS = ROOT / "sits" / "ebpf" / "programs"
 sys.path.insert(0, str(CSRC))  # csrc is no package
-from build_bpf import clang_args  # noqa: E402
+from build_bpf import INCLUDE, clang_args  # noqa: E402
 ARCH = "arm64"  # Debian's name and __TARGET_ARCH_'s
 CC = "aarch64-linux-gnu-gcc"
 TRIPLET = CC.removesuffix("-gcc")
@@ -362,7 +362,7 @@ def build(out: Path) -> dict:
     checks = libbpf_cdef_checks()
     (out / "libbpf_cdef.c").write_text(LIBBPF_TU + "\n".join(checks) + "\n")
     summary["checks"]["libbpf.cdef"] = len(checks)
-    jobs["libbpf.cdef"] = [CC, "-c", *WARNINGS, "-I", PROGRAMS, out / "libbpf_cdef.c",
+    jobs["libbpf.cdef"] = [CC, "-c", *WARNINGS, "-I", PROGRAMS, "-I", INCLUDE, out / "libbpf_cdef.c",
                            "-o", out / "libbpf_cdef.o"]
     bpf = ["clang", *clang_args(ARCH, str(kernel_dir))]
     checks = libbpf_cdef_checks(sits_probe_h)

@@ -179,38 +179,6 @@ static __always_inline bool wanted(__u64 pid_tgid)
 	return true;
 }
 
-static __always_inline __u32 log2_u32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xFFFF) << 4; v >>= r;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
-static __always_inline __u32 log2_u64(__u64 v)
-{
-	__u32 hi = v >> 32;
-
-	return hi ? log2_u32(hi) + 32 : log2_u32(v);
-}
-
-/* See sits_probe.h for the slot layout. */
-static __always_inline __u32 hist_slot(__u64 v)
-{
-	__u32 e, slot;
-
-	if (v < (1 << SITS_SUB_BITS))
-		return v;
-	e = log2_u64(v);
-	slot = ((e - SITS_SUB_BITS + 1) << SITS_SUB_BITS) +
-	       ((v >> (e - SITS_SUB_BITS)) - (1 << SITS_SUB_BITS));
-	return slot < SITS_HIST_SLOTS ? slot : SITS_HIST_SLOTS - 1;
-}
-
 /* Adds an empty row for `k` to `map` (hist or hist_spill): 0, or the
  * update's error (-EEXIST, another CPU was first, counts as done). */
 static __always_inline long new_row(void *map, struct sits_hist_key *k)
@@ -319,7 +287,7 @@ static __always_inline void record(__u32 pid, __u32 tid, __u32 probe, __u64 key,
 	h->sum_ns += delta;
 	if (delta > h->max_ns)
 		h->max_ns = delta;
-	__u32 slot = hist_slot(delta);
+	__u32 slot = sits_hist_slot(delta);
 
 	barrier_var(slot);  /* keep the compiler from dropping the bound check */
 	if (slot < SITS_HIST_SLOTS)

@@ -240,7 +240,7 @@ static __always_inline void hist_add(struct sits_hist *h, __u64 v)
 	h->sum_ns += v;
 	if (v > h->max_ns)
 		h->max_ns = v;
-	__u32 slot = hist_slot(v);
+	__u32 slot = sits_hist_slot(v);
 
 	barrier_var(slot);
 	if (slot < SITS_HIST_SLOTS)

@@ -10,13 +10,8 @@
 #ifndef SITS_PROBE_H
 #define SITS_PROBE_H
 
-/* Histogram: values in ns; 16 linear sub-buckets per power of two, so a
- * bucket is at most 1/16 of its lower bound wide and a quantile read from
- * it is within ~3% (midpoint) before interpolation. Slot i < 16 holds the
- * value i; above, slot 16*(e-3)+m holds [(16+m) << (e-4), (17+m) << (e-4))
- * where e = floor(log2 v). 608 slots reach 2^41 ns (~36 min). */
-#define SITS_SUB_BITS 4
-#define SITS_HIST_SLOTS 608
+#include "sits_hist.h"   /* SITS_HIST_SLOTS: the histogram's slots */
+
 #define SITS_HIST_ROWS 4096  /* rows per interval (the map holds two epochs) */
 #define SITS_COMM_LEN 16
 #define SITS_NAME_LEN 32
