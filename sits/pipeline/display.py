@@ -59,7 +59,6 @@ class KmsDisplay:
         L.display, L.dfd = 1, card.fileno()
         L.plane_id, L.crtc_id = out.plane_id, out.crtc_id
         L.fb_prop = card.prop_id(out.plane_id, "FB_ID")
-        L.out_fence_prop = card.prop_id(out.crtc_id, "OUT_FENCE_PTR")
         if self.zero_copy:
             for b in cap.buffers:
                 L.fb_id[b.index] = self.framebuffer(b).id

@@ -284,20 +284,22 @@ void sits_queue_committed(struct sits_queue *L, int32_t kind, int32_t fence, int
 	shown(L, f, fence, started_ns);
 }
 
-/* Show L->next: FB_ID on the plane and an out-fence on the CRTC; the mode,
- * geometry and connector routing were set by Python's first commit and
- * persist in the atomic state. */
+/* Show L->next: FB_ID on the plane; the mode, geometry and connector
+ * routing were set by Python's first commit and persist in the atomic
+ * state. No out-fence: the kernel signals a commit's out-fence and queues
+ * its flip event in one step (drm_send_event_helper), so the event already
+ * says what the fence would, and the fence would cost a sync_file, an fd, a
+ * poll() and a close() a frame. */
 static int commit(struct sits_queue *L)
 {
-	int32_t fence = -1;
-	uint32_t objs[2] = {L->plane_id, L->crtc_id};
-	uint32_t counts[2] = {1, 1};
-	uint32_t props[2] = {L->fb_prop, L->out_fence_prop};
-	uint64_t values[2] = {L->fb_id[L->next.index], (uint64_t)(uintptr_t)&fence};
+	uint32_t objs[1] = {L->plane_id};
+	uint32_t counts[1] = {1};
+	uint32_t props[1] = {L->fb_prop};
+	uint64_t values[1] = {L->fb_id[L->next.index]};
 	struct drm_mode_atomic a;
 	memset(&a, 0, sizeof a);
 	a.flags = DRM_MODE_ATOMIC_NONBLOCK | DRM_MODE_PAGE_FLIP_EVENT;
-	a.count_objs = 2;
+	a.count_objs = 1;
 	a.objs_ptr = (uint64_t)(uintptr_t)objs;
 	a.count_props_ptr = (uint64_t)(uintptr_t)counts;
 	a.props_ptr = (uint64_t)(uintptr_t)props;
@@ -308,7 +310,7 @@ static int commit(struct sits_queue *L)
 		return fail(L, SITS_OP_ATOMIC, L->next.index);  /* the frame stays next */
 	struct sits_q_frame f = L->next;
 	L->next.index = SITS_Q_NONE;
-	shown(L, f, fence, started);
+	shown(L, f, -1, started);
 	return 0;
 }
 
@@ -549,11 +551,10 @@ frame:
 	return sits_queue_try_commit(L);
 }
 
-/* The commit now on screen carries an out-fence; the frame it replaced
- * goes back once that fence has signalled. The kernel signals it before it
- * sends the flip event, so one poll() that does not wait settles it (a
- * sync_file is readable once its fence has signalled; SYNC_IOC_FILE_INFO
- * would also format the fence's name, every frame). */
+/* The frame the flip replaced goes back. A commit of Python's carries an
+ * out-fence: the frame goes once that fence has signalled. The kernel
+ * signals it before it sends the flip event, so one poll() that does not
+ * wait settles it (a sync_file is readable once its fence has signalled). */
 static int retire(struct sits_queue *L, struct sits_q_frame previous)
 {
 	int32_t fence = L->on_screen.fence;

@@ -50,7 +50,7 @@ enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4
 struct sits_q_frame {
 	int32_t index;          /* capture buffer, or SITS_Q_NONE / _OWN / _COPY */
 	uint32_t sequence, bytesused, tag;
-	int32_t fence;          /* the commit's out-fence, -1 when none or closed */
+	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp */
 	int64_t dequeued_ns;
 	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
@@ -84,7 +84,7 @@ struct sits_queue {
 	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];
 	uint32_t length[SITS_Q_MAX_BUFS];
 	uint32_t fb_id[SITS_Q_MAX_BUFS];
-	uint32_t plane_id, fb_prop, crtc_id, out_fence_prop;
+	uint32_t plane_id, fb_prop, crtc_id;
 	int64_t vblank_period_ns;   /* the mode's time between vblanks (0: unknown) */
 	int32_t display;            /* frames go to the display (next -> pending -> on screen) */
 	int32_t python_commits;     /* every commit is Python's (the conversion path) */

@@ -36,7 +36,7 @@ PHASES = {
     "exec": (0, 0.05, 0.3),                       # a new interpreter: from sits' first handler on
     "start": (0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3),          # main() has begun
     "setup": (0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8),   # the camera is open
-    "commit": (0, 0.001, 0.002, 0.004, 0.008, 0.016, 0.03, 0.06, 0.12, 0.25),  # an out-fence: a commit in flight
+    "commit": (0, 0.001, 0.002, 0.004, 0.008, 0.016, 0.03, 0.06, 0.12, 0.25),  # the first commit's out-fence: in flight
     "c-loop": (0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 4, 6, 8),  # a second frame shown
     "reconnect": (0, 0.2, 0.5, 1.0),              # the camera pulled and let go: waiting for it
 }

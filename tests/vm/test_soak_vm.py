@@ -34,8 +34,8 @@ def rss_kb() -> int:
 
 
 def steady_fds() -> int:
-    """This process's fds but the out-fences (sync_files) of a commit in
-    flight: those come and go with every flip."""
+    """This process's fds but the out-fences (sync_files) of Python's
+    commits in flight: those come and go with the flips."""
     return sum(t != "anon_inode:sync_file" for t in fd_targets("self"))
 
 
@@ -169,8 +169,8 @@ def test_a_second_process_holding_drm_master_is_one_line(vivid_path, vkms_path, 
 
 
 def test_the_camera_removed_mid_commit(vivid_path, vkms_path, no_leaks):
-    """vivid's platform device unbound while a commit is in flight (its
-    out-fence among the fds): one line naming the loss, exit 1, the display
+    """vivid's platform device unbound while the first commit is in flight
+    (its out-fence among the fds: Python's commits carry one): one line naming the loss, exit 1, the display
     given back, nothing left; vivid is loaded again afterwards."""
     unbind = "/sys/bus/platform/drivers/vivid/unbind"
     with observer(vkms_path) as obs:
