@@ -1,0 +1,267 @@
+"""The C frame queue driven one event at a time, without V4L2, DRM or a GPU,
+for the unit tier: what each event made it do (buffers queued again, in
+order; commits; frames delivered to Python; CUDA launches).
+
+Stand-ins for the devices, each reaching the queue's real C:
+- the source is the queue's timer source on an eventfd: one write is one
+  tick, the queue fills the buffer queued longest ago (as drivers do);
+- the DRM fd is a pipe the driver writes flip events into; commits are the
+  driver's (the queue hands every commit back), each with an out-fence
+  that is a pipe's read end (readable once signalled, as a sync_file);
+- the CUDA launch and stream query are C callbacks into Python; a launch
+  completes when the driver writes its end stamp.
+
+`python -m tests.unit.queue_steps DIR` records seeded random runs as
+traces (each event and what it made the queue do) into DIR; the replay
+test drives the queue through each trace's events and expects the same.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import sys
+
+from sits._kernel import ffi, lib
+from sits.pipeline.frame_queue import NONE, FrameQueue
+
+CONFIGS = {  # the holders a trace's frames meet
+    "display": dict(display=True),
+    "display+python": dict(display=True, python=True),
+    "display+cuda": dict(display=True, cuda=True),
+    "cuda+python": dict(cuda=True, python=True),
+    "all": dict(display=True, cuda=True, python=True),
+    "display-lazy": dict(display=True, lazy_flips=True),
+    "all-lazy": dict(display=True, cuda=True, python=True, lazy_flips=True),
+}
+
+
+class Fence:
+    """A commit's out-fence: a pipe's read end, readable once signalled."""
+
+    def __init__(self, signalled: bool):
+        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        if signalled:
+            self.signal()
+
+    def detach(self) -> int:
+        return self.r   # the queue owns and closes it from now on
+
+    def signal(self) -> None:
+        if self.w >= 0:
+            try:
+                os.write(self.w, b"x")
+            except BrokenPipeError:
+                pass   # the queue closed its end: nothing waits for it
+            os.close(self.w)
+            self.w = -1
+
+
+class Steps:
+    """One queue and its stand-ins; each method is one event and returns
+    what it made the queue do."""
+
+    def __init__(self, nbufs: int = 4, display=False, cuda=False, python=False, lazy_flips=False):
+        self.nbufs = nbufs
+        self.ep = select.epoll()
+        self.q = q = FrameQueue(self.ep.fileno())
+        L = self.L = q.L
+        self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        L.timer, L.vfd, L.nbufs = 1, self.tick_fd, nbufs
+        L.timer_first_ns, L.timer_period_ns = 1_000_000_000, 10_000_000
+        for i in range(nbufs):   # queued as STREAMON finds them, 0 first
+            L.queued[i], L.queued_order[i] = 1, i + 1
+        L.queue_clock = nbufs
+        self.flip_r = self.flip_w = -1
+        if display:
+            self.flip_r, self.flip_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            L.display, L.dfd, L.python_commits = 1, self.flip_r, 1
+            L.dfd_watched = int(not lazy_flips)   # lazy: the next tick reads the event
+        self.lazy_flips = lazy_flips
+        self.vblank = 0
+        self.fences: list[Fence] = []   # out-fences made unsignalled, oldest first
+        self.held: list[int] = []       # buffers Python holds, oldest first
+        L.deliver = int(python)
+        self.launched: list[int] = []   # CUDA launches not yet stamped, oldest first
+        if cuda:
+            self._stamps = ffi.new("uint64_t[]", lib.SITS_Q_MAX_BUFS * lib.SITS_CU_STAMP_WORDS)
+            self._launch = ffi.callback("int(uint64_t, uint64_t)", self._on_launch)
+            self._query = ffi.callback("int(uint64_t)", lambda stream: lib.SITS_CU_NOT_READY)
+            for i in range(nbufs):
+                L.cu_graph[i] = 100 + i
+            L.cu_stamps = self._stamps
+            L.cu_graph_launch = int(ffi.cast("uintptr_t", self._launch))
+            L.cu_stream_query = int(ffi.cast("uintptr_t", self._query))
+            L.cuda = 1
+        self.gpu_ns = 0
+        self.out: dict = {}
+
+    def _on_launch(self, graph: int, stream: int) -> int:
+        self.launched.append(graph - 100)
+        self.out.setdefault("launch", []).append(graph - 100)
+        return 0
+
+    # ------------------------------------------------------------ events
+    def _step(self, fn) -> dict:
+        L = self.L
+        before = [L.queued[i] for i in range(self.nbufs)]
+        self.out = {}
+        code = fn()
+        self._settle(code)
+        queued = [i for i in range(self.nbufs) if L.queued[i] and not before[i]]
+        if queued:
+            self.out["qbuf"] = sorted(queued, key=lambda i: L.queued_order[i])
+        return self.out
+
+    def _settle(self, code: int) -> None:
+        """What the pipeline does with a step's code: take the frame
+        delivered to Python, make the commit handed back, note a flip that
+        waits for its fence."""
+        L = self.L
+        while True:
+            if L.delivered.index != NONE:
+                self.held.append(L.delivered.index)
+                self.out.setdefault("deliver", []).append([L.delivered.index, L.delivered.sequence])
+                L.delivered.index = NONE
+            if code == lib.SITS_Q_HAND_BACK and L.next.index != NONE and L.pending.index == NONE:
+                self._commit()
+                code = self.q.try_commit()
+                continue
+            if code == lib.SITS_Q_RETIRE_WAIT:
+                self.out["retire_wait"] = L.retire.index
+            return
+
+    def _commit(self) -> None:
+        L = self.L
+        index, sequence = L.next.index, L.next.sequence
+        signalled = self.rng_fence()
+        fence = Fence(signalled)
+        if not signalled:
+            self.fences.append(fence)
+        self.out.setdefault("commit", []).append([index, sequence, int(signalled)])
+        self.q.committed(index, fence, L.next.dequeued_ns + 1)
+
+    rng_fence = staticmethod(lambda: True)   # the recorder draws it; the replay reads it
+
+    def tick(self) -> dict:
+        """The source fills a buffer; the queue takes it."""
+        def fn():
+            os.eventfd_write(self.tick_fd, 1)
+            return self.q.capture()
+        return self._step(fn)
+
+    def flip(self) -> dict:
+        """The pending commit's flip event (lazy: read at the next tick)."""
+        L = self.L
+        self.vblank += 1
+        ev = ffi.new("struct drm_event_vblank *")
+        ev.base.type, ev.base.length = lib.DRM_EVENT_FLIP_COMPLETE, ffi.sizeof(ev[0])
+        ev.user_data, ev.sequence = L.pending.tag, self.vblank
+        t = L.pending.dequeued_ns + 5_000_000 + self.vblank
+        ev.tv_sec, ev.tv_usec = t // 10**9, t % 10**9 // 1000
+        os.write(self.flip_w, bytes(ffi.buffer(ev)))
+        if self.lazy_flips:
+            return self._step(lambda: 0)
+        return self._step(self.q.flip_events)
+
+    def signal(self) -> dict:
+        """The oldest unsignalled out-fence signals."""
+        fence = self.fences.pop(0)
+        fence.signal()
+        if self.L.retire.index != NONE and self.L.on_screen.fence == fence.r:
+            return self._step(self.q.retired)
+        return self._step(lambda: 0)
+
+    def release(self, which: int) -> dict:
+        """Python lets go of the `which`-th buffer it holds."""
+        index = self.held.pop(which)
+        return self._step(lambda: lib.sits_queue_release(self.L, index))
+
+    def cuda_done(self) -> dict:
+        """The oldest launch writes its stamps; the queue looks."""
+        index = self.launched.pop(0)
+        self.gpu_ns += 1000
+        self._stamps[2 * index] = self.gpu_ns
+        self._stamps[2 * index + 1] = self.gpu_ns + 500
+        return self._step(self.q.cuda_done)
+
+    # ------------------------------------------------------- what is valid
+    def can(self) -> list[str]:
+        L = self.L
+        kinds = ["tick"]
+        if L.display and L.pending.index != NONE and not self._flip_waiting():
+            kinds.append("flip")
+        if self.fences and self.fences[0].w >= 0:
+            kinds.append("signal")
+        if self.held:
+            kinds.append("release")
+        if self.launched:
+            kinds.append("cuda_done")
+        return kinds
+
+    def _flip_waiting(self) -> bool:
+        return bool(select.select([self.flip_r], [], [], 0)[0])
+
+    def close(self) -> None:
+        for fence in self.fences:
+            fence.signal()
+        self.q.close_fences()
+        for fd in (self.tick_fd, self.flip_r, self.flip_w):
+            if fd >= 0:
+                os.close(fd)
+        self.ep.close()
+
+
+def run_events(steps: Steps, events: list) -> list:
+    """Drive `steps` through recorded events; what each made the queue do."""
+    outs = []
+    fences = iter([e["fence"] for e in events if "fence" in e])
+    steps.rng_fence = lambda: bool(next(fences))
+    for e in events:
+        kind = e["do"]
+        out = steps.release(e["which"]) if kind == "release" else getattr(steps, kind)()
+        outs.append(out)
+    return outs
+
+
+def record(config: str, seed: int, n: int = 400) -> dict:
+    rng = random.Random(seed)
+    steps = Steps(**CONFIGS[config])
+    events, draws = [], []
+    steps.rng_fence = lambda: draws.append(rng.random() < 0.7) or draws[-1]
+    try:
+        for _ in range(n):
+            kinds = steps.can()
+            kind = rng.choice(kinds)
+            e = {"do": kind}
+            if kind == "release":
+                e["which"] = rng.randrange(len(steps.held))
+            del draws[:]
+            out = steps.release(e["which"]) if kind == "release" else getattr(steps, kind)()
+            for d in draws:
+                e.setdefault("fence", int(d))
+            if len(draws) > 1:
+                raise AssertionError("two commits in one event")
+            e["out"] = out
+            events.append(e)
+    finally:
+        steps.close()
+    return {"config": config, "seed": seed, "events": events}
+
+
+def main(argv) -> int:
+    out_dir = argv[0]
+    os.makedirs(out_dir, exist_ok=True)
+    for config in CONFIGS:
+        for seed in (1, 2):
+            trace = record(config, seed)
+            path = os.path.join(out_dir, f"{config}-{seed}.json")
+            with open(path, "w") as f:
+                json.dump(trace, f, separators=(",", ":"))
+                f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
