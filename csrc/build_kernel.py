@@ -3,6 +3,7 @@
 The C compiler sees the real UAPI and libdrm headers, so every struct
 layout and ioctl number is the system's own on this architecture.
 """
+import glob
 import os
 import re
 import shlex
@@ -19,6 +20,9 @@ ROOT = os.path.dirname(HERE)
 PIPELINE = os.path.join(ROOT, "sits", "pipeline")
 QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
 QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
+#: the sinks' C halves: each declares its own part of the interface
+#: between cdef markers, read from the file itself
+SINKS = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c")))
 CDEF_PART = re.compile(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", re.S)
 IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
 
@@ -43,20 +47,29 @@ def ioctl_names():
     return IOCTL_LINE.findall(_read("sits_ioctls.h"))
 
 
-def queue_cdef():
-    """The frame queue's declarations, as frame_queue.h has them."""
-    with open(QUEUE_H) as f:
+def _cdef_part(path):
+    with open(path) as f:
         return CDEF_PART.search(f.read()).group(1)
+
+
+def queue_cdef():
+    """The frame queue's declarations, as frame_queue.h has them, then each
+    sink's, as its C file has them."""
+    return _cdef_part(QUEUE_H) + "".join(_cdef_part(p) for p in SINKS)
+
+
+def _sinks_preamble():
+    """Each sink's declarations for the binding's own C (its structs' layout)."""
+    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{_cdef_part(p)}\n" for p in SINKS)
 
 
 def _headers_digest():
     """A digest of the headers and the frame queue's C, put into the
     generated C source so that a change to one of them alone rebuilds the
     module."""
-    import glob
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C]:
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C] + SINKS:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -68,7 +81,7 @@ def source_options():
     libdrm.pc (PKG_CONFIG_LIBDIR)."""
     return dict(
         # relative to the project root, as setuptools wants (compile() below runs there too)
-        sources=[os.path.relpath(QUEUE_C, ROOT)],
+        sources=[os.path.relpath(p, ROOT) for p in [QUEUE_C] + SINKS],
         include_dirs=[HERE, PIPELINE, INCLUDE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
@@ -88,7 +101,7 @@ ffibuilder.cdef(_read("kernel.cdef") + "".join(
     + "extern const char *const sits_ioctl_names[];\n" + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
-    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _ioctl_table(),
+    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _sinks_preamble() + _ioctl_table(),
     **source_options(),
 )
 

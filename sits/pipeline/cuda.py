@@ -265,8 +265,8 @@ class CudaConsumer(Consumer):
             self._close_queue_graphs()
             raise
         self._gpu_ms.append(cp.cuda.get_elapsed_time(start, end) / GPU_TIMING_EVERY)
-        q.attach_cuda(graphs, stream.ptr, entry_points(), stamps.address)
-        self._queue, self.in_queue = q, True
+        from sits.pipeline.cuda_queue import QueueCuda
+        self._queue, self.in_queue = QueueCuda(q, graphs, stream.ptr, entry_points(), stamps.address), True
 
     def _make_plan(self, ctx, fmt):
         name = cuda_format_name(fmt.fourcc)
@@ -399,19 +399,23 @@ class CudaConsumer(Consumer):
     def busy(self) -> bool:
         if self.in_queue:
             q = self._queue
-            if q.cuda_in_flight() and not self._ctx.source.streaming:
+            if q.in_flight() and not self._ctx.source.streaming:
                 # No frame will come to ask for these: the last conversions
                 # (a few frames' GPU work) are waited for here.
                 self._stream.synchronize()
                 self._queue_done()
-            return bool(q.cuda_in_flight())
+            return bool(q.in_flight())
         return bool(self.completions) or bool(self.batcher)
+
+    def in_flight(self) -> int:
+        """Conversions the frame queue's C launched that have not been seen done."""
+        return self._queue.in_flight() if self.in_queue else 0
 
     def _queue_done(self) -> None:
         """The queue's completed conversions release their buffers."""
         from sits._kernel import lib
-        if self._queue.cuda_done() == lib.SITS_Q_ERROR:
-            raise self._queue.error().error
+        if self._queue.done() == lib.SITS_Q_ERROR:
+            raise self._queue.queue.error().error
 
     def _flush(self) -> None:
         items = self.batcher.take()
@@ -551,7 +555,7 @@ class CudaConsumer(Consumer):
             self._queue_done()
         finally:
             self._read_queue()
-            q.detach_cuda()
+            q.detach()
             self._close_queue_graphs()
             self.in_queue = False
             self._queue_stopped = True
@@ -568,9 +572,10 @@ class CudaConsumer(Consumer):
     def _read_queue(self) -> None:
         """The queue's counts and samples, as this consumer's."""
         q = self._queue
-        self.frames = self.batches = q.L.cuda_frames
+        q.drain()
+        self.frames = self.batches = q.frames
         self.latencies_ms.clear()
-        self.latencies_ms.extend(q.cuda_latencies)
+        self.latencies_ms.extend(q.latencies)
         self.release_ms.clear()
         self.release_ms.extend(q.cuda_release_ms)
 

@@ -1,18 +1,26 @@
-"""KmsDisplay: the display consumer of a capture pipeline.
+"""KmsDisplay: the display sink of a capture pipeline, its Python half.
 
-Its frame queue (next -> committed -> on screen -> leaving the screen) is
-the C frame queue's (frame_queue.c), which commits the steady state itself.
-What is left here is what only Python does: the first commit (a modeset),
-commits that carry a writeback (--verify, --snapshot), the CPU conversion
-when no plane shows the camera's format, the freeze frame of a lost camera,
-and picking the mode again after a hotplug. Framebuffers are made once per
-capture buffer (PRIME import of its dma-buf).
+Its C half (sits/pipeline/sinks/kms.c, a sink of the frame queue) keeps
+the display's frames (waiting -> committed -> on screen -> leaving the
+screen) and commits the steady state itself; its port keeps the newest
+frame only. What is left here is what only Python does, when the C half
+asks (SITS_Q_SINK): the first commit (a modeset), commits that carry a
+writeback (--verify, --snapshot), the CPU conversion when no plane shows
+the camera's format, the wait for an out-fence that had not signalled at
+its flip; and the freeze frame of a lost camera, picking the mode again
+after a hotplug. Framebuffers are made once per capture buffer (PRIME
+import of its dma-buf).
 """
+import os
 
-from sits._kernel import lib
+from sits._kernel import ffi, lib
 from sits.drm.framebuffer import DumbBuffer, Framebuffer
+from sits.ebpf.histogram import SLOTS, Histogram
 from sits.formats import BY_V4L2, drm_for_v4l2
-from sits.pipeline.frame_queue import COPY, NONE, OWN
+from sits.pipeline.frame_queue import NONE
+from sits.pipeline.stats import histogram_percentiles
+
+OWN, COPY = lib.SITS_KMS_OWN, lib.SITS_KMS_COPY
 
 
 class KmsDisplay:
@@ -30,9 +38,11 @@ class KmsDisplay:
         self.freeze_buffer = None
         self._freeze_from = None   # a lost camera's buffers, one of which is on screen
         self.paused = False        # no display connected (hotplug)
-        self.commits = 0           # commits made here (the rest are the frame queue's)
+        self.commits = 0           # commits made here (the rest are the C half's)
         self.queue = self.device = None
-        self._watch_fence = self._handle = None
+        self.K = None              # the C half's struct sits_kms (this object owns it)
+        self.sink = None           # its id in the frame queue
+        self._watch_fence = self._watch_fence_fd = self._handle = None
 
     def framebuffer(self, buf) -> Framebuffer:
         fb = self.framebuffers.get(buf.index)
@@ -50,18 +60,30 @@ class KmsDisplay:
         self.out.test(fb, writeback_fb=wb)
 
     # --------------------------------------------------------- the queue
-    def attach(self, queue, cap, watch_fence, handle) -> None:
-        """Show `cap`'s frames through `queue`; `watch_fence(fence, cb)` and
-        `handle(code)` are the pipeline's."""
-        self.queue, self.device = queue, cap
-        self._watch_fence, self._handle = watch_fence, handle
-        L, out, card = queue.L, self.out, self.card
-        L.display, L.dfd = 1, card.fileno()
-        L.plane_id, L.crtc_id = out.plane_id, out.crtc_id
-        L.fb_prop = card.prop_id(out.plane_id, "FB_ID")
+    def attach(self, queue, cap, pipeline) -> None:
+        """Show `cap`'s frames through `queue` (again, for a camera come
+        back); `pipeline` watches fences and acts on the queue's codes."""
+        self.device = cap
+        self._watch_fence, self._watch_fence_fd = pipeline.watch_fence, pipeline.watch_fence_fd
+        self._handle = pipeline.handle
+        out, card = self.out, self.card
+        if self.queue is None:
+            self.queue = queue
+            K = self.K = ffi.new("struct sits_kms *")
+            K.dfd = card.fileno()
+            K.plane_id = out.plane_id
+            K.fb_prop = card.prop_id(out.plane_id, "FB_ID")
+            K.hand_back_displayed = -1
+            for slot in (K.pending, K.on_screen, K.retire):
+                slot.index, slot.fence = NONE, -1
+            self._latency_slots = ffi.new("uint32_t[]", SLOTS)
+            self._submit_slots = ffi.new("uint32_t[]", SLOTS)
+            K.latency.slots, K.submit.slots = self._latency_slots, self._submit_slots
+            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self)
+            queue.sink_fd(self.sink, K.dfd)
         if self.zero_copy:
             for b in cap.buffers:
-                L.fb_id[b.index] = self.framebuffer(b).id
+                self.K.fb_id[b.index] = self.framebuffer(b).id
         self.sync()
 
     def forget_device(self) -> list:
@@ -72,50 +94,124 @@ class KmsDisplay:
     def sync(self) -> None:
         """The queue's view of what Python must do: every commit until the
         first (a modeset) and on the conversion path, a writeback when due."""
-        L = self.queue.L
-        L.python_commits = int(not self.zero_copy or not self.out.configured)
+        K = self.K
+        K.python_commits = int(not self.zero_copy or not self.out.configured)
         # the vblank grid the timeline's late rule reads; a modeset starts a new one
-        L.vblank_period_ns = self.out.mode.frame_ns
+        K.vblank_period_ns = self.out.mode.frame_ns
         if not self.out.configured:
-            L.last_vblank_ns = 0
-        L.paused = int(self.paused)
-        L.hold_commits = int(self.writeback is not None and self.writeback.pending)
+            K.last_vblank_ns = 0
+        K.paused = int(self.paused)
+        K.hold_commits = int(self.writeback is not None and self.writeback.pending)
         if self.writeback is not None:
-            L.hand_back_displayed, L.hand_back_captured = self.writeback.due(L.displayed, L.captured)
+            K.hand_back_displayed, K.hand_back_captured = self.writeback.due(K.displayed, self.queue.captured)
 
     def repick(self) -> None:
         """A connector changed: choose the mode again (paused while none is connected)."""
         self.paused = not self.out.repick()
         self.sync()
 
+    # ------------------------------------------- what the C half asks for
+    def on_ask(self) -> None:
+        """The C half returned SITS_Q_SINK: a commit that is Python's, or
+        an out-fence to wait for."""
+        if self.K.asks == lib.SITS_KMS_ASK_COMMIT:
+            self.commit_next()
+        elif self.K.asks == lib.SITS_KMS_ASK_FENCE:
+            fd = self.K.on_screen.fence    # C's: watched, not owned
+            self._watch_fence_fd(fd, self._retired)
+
+    def _retired(self) -> None:
+        self._handle(self.queue.step(lib.sits_kms_retired, self.K))
+        self.try_commit()
+
+    def flip_events(self) -> None:
+        self._handle(self.queue.step(lib.sits_kms_flip_events, self.K))
+
+    def try_commit(self) -> None:
+        self._handle(self.queue.step(lib.sits_kms_try_commit, self.K))
+
+    def drop_waiting(self) -> None:
+        """The frame waiting for a commit is dropped (the run stops, the camera went)."""
+        self.queue.step(lib.sits_kms_drop_waiting, self.K)
+
+    def busy(self) -> bool:
+        """A flip in flight, or a frame leaving the screen that waits for its fence."""
+        return self.K.pending.index != NONE or self.K.retire.index != NONE
+
+    def holds(self, index: int) -> bool:
+        """Buffer `index` is committed, on screen or leaving the screen."""
+        return bool(lib.sits_kms_holds(self.K, index))
+
+    def counts(self) -> dict:
+        K = self.K
+        return {"displayed": K.displayed, "anomalies": K.anomalies,
+                "dropped": self.queue.sink_counts(self.sink)["dropped"]}
+
+    def c_commits(self) -> int:
+        """Commits the C half made."""
+        return self.K.c_commits if self.K is not None else 0
+
+    def latency_ms(self) -> dict:
+        """Capture (the V4L2 timestamp) -> on screen (the flip event): p50/p95/p99."""
+        return histogram_percentiles(self._histogram(self.K.latency, self._latency_slots))
+
+    def submit_ms(self) -> dict:
+        """Dequeue -> commit: p50/p95/p99."""
+        return histogram_percentiles(self._histogram(self.K.submit, self._submit_slots))
+
+    @staticmethod
+    def _histogram(h, slots) -> Histogram:
+        counts = ffi.unpack(slots, SLOTS)
+        return Histogram(h.count, h.sum_ns, h.max_ns, {s: n for s, n in enumerate(counts) if n})
+
+    def watching_fd(self, on: bool | None = None) -> bool:
+        """Whether the DRM fd is in the loop's epoll set; `on`: Python put it there."""
+        return self.queue.sink_fd_watched(self.sink, on)
+
+    def close_fences(self) -> None:
+        """Close the out-fences the C half still owns (shutdown)."""
+        for slot in (self.K.pending, self.K.on_screen, self.K.retire):
+            if slot.fence >= 0:
+                try:
+                    os.close(slot.fence)
+                except OSError:
+                    pass
+                slot.fence = -1
+
     # ---------------------------------------------------------- commits
+    def _committed(self, kind: int, fence) -> None:
+        """Python made the commit (user_data tag + 1) of the waiting frame
+        (kind: its index, or COPY) or of a buffer of its own (OWN); the C
+        half owns the out-fence from now on."""
+        fd = fence.detach() if fence is not None else -1
+        self.queue.step(lib.sits_kms_committed, self.K, kind, fd, self.out.flipped_ns)
+
     def commit_next(self) -> None:
-        """Commit the queue's next frame from Python (SITS_Q_HAND_BACK)."""
-        q = self.queue
-        L = q.L
-        slot = L.next
-        if slot.index == NONE or L.pending.index != NONE:
+        """Commit the waiting frame from Python (SITS_KMS_ASK_COMMIT)."""
+        q, K = self.queue, self.K
+        index = lib.sits_kms_waiting(q.L, K)
+        if index == NONE or K.pending.index != NONE:
             return
         wb = self.writeback
-        wb_fb = wb.buffer.fb if wb is not None and wb.wanted(L.displayed, L.captured) else None
-        buf = self.device.buffers[slot.index]
+        wb_fb = wb.buffer.fb if wb is not None and wb.wanted(K.displayed, q.captured) else None
+        buf = self.device.buffers[index]
         dumb = lease = None
         if self.zero_copy:
-            kind, fb = slot.index, self.framebuffer(buf)
+            kind, fb = index, self.framebuffer(buf)
             if wb_fb is not None:
-                lease = q.frame(slot).lease("verify")
+                lease = q.frame(index).lease("verify")
         else:
             kind, dumb = COPY, self._convert(buf)
             fb = dumb.fb
-        sequence = slot.sequence
+        sequence = q.sequence(index)
         try:
-            fences = self.out.flip(fb, writeback_fb=wb_fb, user_data=L.tag + 1)
+            fences = self.out.flip(fb, writeback_fb=wb_fb, user_data=K.tag + 1)
         except BaseException:
             if lease is not None:
                 lease.release()
             raise
         self.commits += 1
-        q.committed(kind, fences.get("OUT_FENCE_PTR"), self.out.flipped_ns)
+        self._committed(kind, fences.get("OUT_FENCE_PTR"))
         if wb_fb is not None:
             wb.pending = True
             self._watch_fence(fences.get("WRITEBACK_OUT_FENCE_PTR"),
@@ -131,7 +227,7 @@ class KmsDisplay:
             if lease is not None:
                 lease.release()
             self.sync()
-            self._handle(self.queue.try_commit())
+            self.try_commit()
 
     def _convert(self, buf) -> DumbBuffer:
         from sits.pipeline import convert
@@ -152,13 +248,13 @@ class KmsDisplay:
         self.try_freeze()
 
     def try_freeze(self) -> None:
-        q, buffers = self.queue, self._freeze_from
-        if buffers is None or q.L.pending.index != NONE or (self.writeback and self.writeback.pending):
+        buffers = self._freeze_from
+        if buffers is None or self.K.pending.index != NONE or (self.writeback and self.writeback.pending):
             return
         # numpy (convert) only now: the zero-copy path never needs it (seconds of a start in the test VM)
         from sits.pipeline import convert
         self._freeze_from = None
-        index = q.L.on_screen.index
+        index = self.K.on_screen.index
         if index < 0:
             return   # nothing of the camera's on screen
         buf = buffers[index]
@@ -174,8 +270,8 @@ class KmsDisplay:
                 convert.rows(dumb.map(), dumb.height, dumb.pitch, row)[:] = src
         except OSError:
             pass  # the old buffer cannot be read: the freeze frame stays as it was
-        fences = self.out.flip(dumb.fb, user_data=q.L.tag + 1)
-        q.committed(OWN, fences.get("OUT_FENCE_PTR"), self.out.flipped_ns)
+        fences = self.out.flip(dumb.fb, user_data=self.K.tag + 1)
+        self._committed(OWN, fences.get("OUT_FENCE_PTR"))
 
     # ---------------------------------------------------------- the end
     def restore(self) -> None:

@@ -1,10 +1,16 @@
-/* The frame queue of a V4L2 capture pipeline, in C: which buffer is where
- * (with the driver, next for the display, committed, on screen, leaving the
- * screen, held by Python's consumers) and every transition between those
- * places. The Python pipeline (sits/pipeline/pipeline.py) drives it one event
- * at a time, or lets sits_queue_run() take the steady state on the
- * pipeline's own epoll fd; both use the same functions, so each rule of a
- * frame's life is written once, here.
+/* The frame queue: capture buffers and who holds them, in C. A source
+ * fills buffers (a V4L2 device, or a timer source); each frame is offered
+ * to every sink, through the sink's port (a short queue with a policy for
+ * the frames that come while the sink cannot take them); a sink that takes
+ * a frame holds its buffer until it lets go (sits_let_go), and the buffer
+ * goes back to its source when its last holder has let go. The queue never
+ * names a sink: a sink is a set of functions (struct sits_sink_ops, its C
+ * half, in sits/pipeline/sinks/) and a state of its own, or no functions at
+ * all (Python's: its frames are handed to Python, SITS_Q_DELIVER).
+ *
+ * The Python pipeline (sits/pipeline/pipeline.py) drives it one event at a
+ * time, or lets sits_queue_run() take the steady state on the pipeline's
+ * own epoll fd; both use the same functions.
  *
  * The part between the cdef markers is also the cffi declaration of this
  * interface (csrc/build_kernel.py reads it): declared once, no preprocessor
@@ -18,27 +24,28 @@
 /* cdef-begin */
 enum {
 	SITS_Q_MAX_BUFS = 32,
-	SITS_Q_NONE = -1,       /* no frame in this slot */
-	SITS_Q_OWN = -2,        /* a commit of a buffer of Python's own (freeze frame) */
-	SITS_Q_COPY = -3,       /* a commit of a CPU copy of a captured frame (conversion path) */
+	SITS_Q_MAX_SINKS = 8,   /* a bit each in a buffer's holders */
+	SITS_Q_PORT_DEPTH = 8,  /* the most frames a port keeps */
+	SITS_Q_NONE = -1,       /* no buffer */
 };
 
 enum {
 	SITS_Q_TIMEOUT = 0,     /* timeout_ms passed (step functions: nothing to report) */
 	SITS_Q_WAKE = 1,        /* an fd that is not the queue's is ready (signal, uevent, consumer, fence), or EINTR */
 	SITS_Q_FRAMES = 2,      /* frames_limit frames captured */
-	SITS_Q_HAND_BACK = 3,   /* the next commit is Python's (writeback, conversion) */
-	SITS_Q_RETIRE_WAIT = 4, /* a flip completed before its out-fence said signalled */
-	SITS_Q_FULL = 5,        /* the CUDA sample or timeline arrays are full */
+	SITS_Q_SINK = 3,        /* a sink's C half asks its Python half to act (`asking`: which sink) */
+	SITS_Q_FULL = 5,        /* the timeline's array is full */
 	SITS_Q_ERROR = 6,       /* err_op failed with err (on buffer err_index) */
-	SITS_Q_DELIVER = 7,     /* a frame for Python's consumers is in `delivered` */
+	SITS_Q_DELIVER = 7,     /* a frame for a Python sink is in `delivered` */
 };
 
+/* What a port does with a frame that comes while its sink cannot take it
+ * and `depth` frames already wait. */
 enum {
-	SITS_Q_CU_SLOTS = 64,           /* launch slots: more than the buffers a run can have in flight, and one */
-	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuStreamQuery's "not yet" */
-	SITS_CU_STAMP_WORDS = 2,        /* u64 a buffer's stamp: {begin, end} (sits/cuda/stamp.py) */
-	SITS_CU_STAMP_MISSING = 1000001, /* the stream is idle and a launch wrote no end stamp */
+	SITS_POLICY_LATEST = 0,         /* only the newest waits: every older one is dropped */
+	SITS_POLICY_DROP_OLDEST = 1,    /* the oldest waiting is dropped */
+	SITS_POLICY_DROP_NEWEST = 2,    /* the new frame is dropped */
+	SITS_POLICY_BLOCK = 3,          /* the source is not dequeued until the sink takes one */
 };
 
 /* frames a timeline follows at once: every buffer's, and copies on screen */
@@ -47,13 +54,12 @@ enum { SITS_Q_OPEN_RECORDS = SITS_Q_MAX_BUFS + 8 };
 enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
        SITS_OP_CUDA = 6 };
 
+/* A frame: its buffer and what travels with it through the sinks. */
 struct sits_q_frame {
-	int32_t index;          /* capture buffer, or SITS_Q_NONE / _OWN / _COPY */
-	uint32_t sequence, bytesused, tag;
-	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
-	int64_t timestamp_ns;   /* the V4L2 buffer timestamp */
+	int32_t index;          /* capture buffer, or SITS_Q_NONE */
+	uint32_t sequence, bytesused;
+	int64_t timestamp_ns;   /* the V4L2 buffer timestamp (CLOCK_MONOTONIC) */
 	int64_t dequeued_ns;
-	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
 	uint32_t record;        /* its open timeline record + 1 (0: none) */
 };
 
@@ -70,39 +76,62 @@ struct sits_q_record {
 	uint32_t holds;         /* what may still add a stage (its buffer, the screen); 0: a free slot */
 };
 
-/* A latency histogram in sits_hist.h's slots: filled here every frame, read
+/* A latency histogram in sits_hist.h's slots: filled in C every frame, read
  * by Python when it reports (no Python a frame). */
 struct sits_q_hist {
 	int64_t count, sum_ns, max_ns;
 	uint32_t *slots;        /* SITS_HIST_SLOTS counts, Python's array */
 };
 
+struct sits_queue;
+struct sits_sink;
+
+/* A sink's C half. Each returns 0 or a SITS_Q_ code for Python. */
+struct sits_sink_ops {
+	/* take what waits in the port that the sink can take now (sits_port_take) */
+	int (*pump)(struct sits_queue *L, struct sits_sink *s);
+	/* the sink's fd is readable */
+	int (*on_fd)(struct sits_queue *L, struct sits_sink *s);
+	/* the source woke: look at completions before its frame (NULL: none) */
+	int (*on_wake)(struct sits_queue *L, struct sits_sink *s);
+	/* whether its fd is worth a wake-up now (NULL: always while it has one) */
+	int (*want_fd)(struct sits_queue *L, struct sits_sink *s);
+	/* CLOCK_MONOTONIC passed its deadline_ns (which is then 0 until set again) */
+	int (*on_deadline)(struct sits_queue *L, struct sits_sink *s);
+};
+
+struct sits_sink {
+	const struct sits_sink_ops *ops;   /* NULL: Python's (frames go to Python: SITS_Q_DELIVER) */
+	void *state;                       /* the C half's own struct */
+	int32_t id;                        /* its bit in a buffer's holders */
+	int32_t offered;                   /* every frame is offered to it (0: it holds only what it is given) */
+	int32_t policy, depth;             /* its port */
+	int32_t port[SITS_Q_PORT_DEPTH];   /* buffers waiting for it, oldest first */
+	int32_t port_n;
+	int32_t fd, fd_watched;            /* its fd (-1: none), in the epoll set or not */
+	int64_t deadline_ns;               /* on_deadline once CLOCK_MONOTONIC passes it (0: none) */
+	int64_t taken, dropped;            /* frames it took; frames its port (or it) dropped */
+};
+
 struct sits_queue {
 	/* set by Python */
-	int32_t epfd, vfd, dfd;     /* vfd -1: nothing to queue into (stopped, camera lost) */
+	int32_t epfd, vfd;          /* vfd -1: nothing to queue into (stopped, camera lost) */
 	uint32_t memory, nbufs;
 	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];
 	uint32_t length[SITS_Q_MAX_BUFS];
-	uint32_t fb_id[SITS_Q_MAX_BUFS];
-	uint32_t plane_id, fb_prop, crtc_id;
-	int64_t vblank_period_ns;   /* the mode's time between vblanks (0: unknown) */
-	int32_t display;            /* frames go to the display (next -> pending -> on screen) */
-	int32_t python_commits;     /* every commit is Python's (the conversion path) */
-	int32_t hold_commits;       /* no commit now (a writeback is in flight) */
-	int32_t paused;             /* no display connected: frames are dropped */
-	int32_t deliver;            /* every frame is also delivered to Python's consumers */
-	int32_t dfd_watched;        /* the DRM fd is in the epoll set */
 	int64_t frames_limit;           /* run() stops at this many frames captured (0: none) */
-	int64_t hand_back_displayed;    /* the commit made when displayed == this is Python's (-1: none) */
-	int64_t hand_back_captured;     /* ... and any commit once captured >= this (0: none) */
-	/* state */
-	struct sits_q_frame next, pending, on_screen, retire, delivered;
+	/* the sinks, by id */
+	struct sits_sink sinks[SITS_Q_MAX_SINKS];
+	int32_t nsinks;
+	int32_t asking;             /* the sink of the last SITS_Q_SINK */
+	/* the buffers */
+	uint32_t holds[SITS_Q_MAX_BUFS];    /* its holders: a bit a sink id */
+	struct sits_q_frame frames[SITS_Q_MAX_BUFS];    /* the frame in each buffer not with the driver */
 	uint8_t queued[SITS_Q_MAX_BUFS];    /* with the driver */
-	uint8_t py_hold[SITS_Q_MAX_BUFS];   /* held by Python's consumers (a Frame with leases) */
 	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* QBUF refused: retried before the next DQBUF */
-	uint32_t tag;
-	int64_t captured, displayed, dropped, anomalies, last_frame_ns;
-	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
+	struct sits_q_frame delivered;      /* a frame for a Python sink */
+	int32_t delivered_sink;
+	int64_t captured, last_frame_ns;
 	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
 	int64_t wakeups;            /* run()'s epoll_wait returns: the steady state's cost in wake-ups */
 	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
@@ -116,36 +145,6 @@ struct sits_queue {
 	int64_t timer_first_ns, timer_period_ns, timer_ticks;
 	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
 	uint64_t queue_clock;
-	/* the CUDA consumer's steady state (sits/pipeline/cuda.py): each frame's
-	 * buffer's conversion graph is launched here, and the buffer is released
-	 * once the graph's last node has written its end stamp (sits/cuda/
-	 * stamp.py: the GPU's clock at the graph's first and last node, in
-	 * host-mapped memory), seen at the next frame's wake-up: one driver call
-	 * a frame (cuGraphLaunch), no CUDA thread, no wake-up of its own. When
-	 * the work was done is the GPU's clock placed on CLOCK_MONOTONIC by the
-	 * launch clock (cuda_done_ns in frame_queue.c). A launch whose stamp is
-	 * late asks the stream (cuStreamQuery) for the error that stopped it.
-	 * Function pointers: the driver's cuGraphLaunch and cuStreamQuery,
-	 * resolved by Python. */
-	int32_t cuda;
-	uint64_t cu_graph[SITS_Q_MAX_BUFS];     /* CUgraphExec of each buffer's conversion */
-	uint64_t cu_stream;                     /* CUstream */
-	uint64_t cu_graph_launch, cu_stream_query;
-	uint64_t *cu_stamps;                    /* SITS_CU_STAMP_WORDS a buffer index: {begin, end} GPU ns */
-	int32_t cu_slot_index[SITS_Q_CU_SLOTS];         /* the buffer a slot's launch converts */
-	int64_t cu_slot_launch_ns[SITS_Q_CU_SLOTS];     /* CLOCK_MONOTONIC before it was launched */
-	int64_t cu_slot_from_ns[SITS_Q_CU_SLOTS];       /* the frame's timestamp: latency counts from there */
-	int64_t cu_launched, cu_completed;      /* launches made / seen done: slot = n % SITS_Q_CU_SLOTS */
-	int64_t cu_start_bound_ns;              /* no later than the last completed launch's begin stamp */
-	uint64_t cu_last_begin;                 /* that launch's begin stamp, GPU ns */
-	uint8_t cuda_hold[SITS_Q_MAX_BUFS];     /* a conversion in flight reads it */
-	int64_t cuda_frames;
-	float *cuda_latency_ms;                 /* V4L2 timestamp -> done on the GPU; Python drains it */
-	float *cuda_release_ms;                 /* done on the GPU -> the buffer released */
-	int32_t cuda_latency_n;
-	struct sits_q_hist latency;         /* capture (V4L2 timestamp) -> on screen (flip event) */
-	struct sits_q_hist submit;          /* dequeue -> commit */
-	int32_t samples_cap;                /* of the CUDA sample arrays */
 	int32_t err, err_op, err_index;
 	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
 	 * while its buffer is out or it is on screen, then moves to Python's
@@ -158,21 +157,37 @@ struct sits_queue {
 	int64_t records_lost, gaps_recorded;
 };
 
+/* Python's calls */
+int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, void *state,
+			int32_t policy, int32_t depth, int32_t offered);
 int sits_queue_run(struct sits_queue *L, int timeout_ms);
 int sits_queue_capture(struct sits_queue *L);
-int sits_queue_flip_events(struct sits_queue *L);
-int sits_queue_try_commit(struct sits_queue *L);
-void sits_queue_committed(struct sits_queue *L, int32_t kind, int32_t fence, int64_t started_ns);
-int sits_queue_retired(struct sits_queue *L);
-int sits_queue_release(struct sits_queue *L, int32_t index);
-int sits_queue_drop_next(struct sits_queue *L);
+int sits_queue_pump(struct sits_queue *L, int32_t sink);
+int sits_queue_release(struct sits_queue *L, int32_t sink, int32_t index);
+int sits_queue_hold(struct sits_queue *L, int32_t sink, int32_t index);
+int sits_queue_release_all(struct sits_queue *L, int32_t sink);
 int sits_queue_requeue_idle(struct sits_queue *L);
+int64_t sits_queue_next_deadline(struct sits_queue *L);
+int sits_queue_deadlines(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
-int sits_queue_cuda_done(struct sits_queue *L);
-void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
 void sits_queue_timeline_device_gone(struct sits_queue *L);
 void sits_queue_timeline_end(struct sits_queue *L);
 void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);
+
+/* the sinks' C halves' calls */
+int32_t sits_port_take(struct sits_queue *L, struct sits_sink *s);
+int sits_port_drop(struct sits_queue *L, struct sits_sink *s);
+int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index);
+int sits_drop(struct sits_queue *L, struct sits_sink *s, int32_t index);
+int sits_queue_fail(struct sits_queue *L, int op, int index);
+int sits_queue_with_driver(struct sits_queue *L);
+int64_t sits_queue_captured(struct sits_queue *L);
+const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index);
+void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
+void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied);
+void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, int64_t ns, uint32_t seq);
 /* cdef-end */
+
+int64_t sits_now_ns(void);
 
 #endif

@@ -1,29 +1,33 @@
-"""FrameQueue: the Python side of the C frame queue (frame_queue.c).
+"""FrameQueue: the Python side of the C frame queue (frame_queue.c), and the
+only Python that touches its struct.
 
 The C struct is the one record of where each capture buffer is: with the
-driver, next for the display, committed, on screen, leaving the screen, or
-held by Python's consumers. The pipeline calls its step functions as events
-arrive (`capture()`, `flip_events()`, ...) or lets `run()` take the steady
-state on the same epoll fd. Frames that Python's consumers hold are Frame
-objects with leases; while the queue owns a device, a Frame's last lease
-going comes here (`release()`, CaptureDevice.queue_owner) and C requeues
-the buffer once the display no longer holds it either.
+driver, or held by one or more sinks (a bit each). Sinks plug in with
+`add_sink()`: a C half (struct sits_sink_ops, sits/pipeline/sinks/*.c) with
+a state of its own that its Python half owns, or none (Python's own sink:
+frames handed to Python, SITS_Q_DELIVER). The pipeline calls the queue's
+step functions as events arrive (`capture()`) or lets `run()` take the
+steady state on the same epoll fd. When a sink's C half asks its Python
+half to act (SITS_Q_SINK), `asking()` says which. Frames that Python holds
+are Frame objects with leases; while the queue owns a device, a Frame's
+last lease going comes here (`release()`, CaptureDevice.queue_owner) and C
+requeues the buffer once no other sink holds it either.
 """
-import collections
+import time
 
 from sits._kernel import ffi, lib
-from sits.ebpf.histogram import SLOTS, Histogram
 from sits.errors import DeviceError, IoctlError, KernelCallError, UsageError
-from sits.pipeline.stats import CUDA_LATENCY_WINDOW
 from sits.v4l2 import raw
 from sits.v4l2.capture import Frame
 
-SAMPLES = 2048   # CUDA latency samples between two drains (a drain is every call)
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
        lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery"}
-NONE, OWN, COPY = lib.SITS_Q_NONE, lib.SITS_Q_OWN, lib.SITS_Q_COPY
+NONE = lib.SITS_Q_NONE
+#: a port's policies by name (frame_queue.h's SITS_POLICY_)
+POLICIES = {"latest": lib.SITS_POLICY_LATEST, "drop-oldest": lib.SITS_POLICY_DROP_OLDEST,
+            "drop-newest": lib.SITS_POLICY_DROP_NEWEST, "block": lib.SITS_POLICY_BLOCK}
 
 
 class QueueError(Exception):
@@ -37,24 +41,78 @@ class QueueError(Exception):
 class FrameQueue:
     def __init__(self, epoll_fd: int):
         self.L = L = ffi.new("struct sits_queue *")
-        self._latency_slots = ffi.new("uint32_t[]", SLOTS)
-        self._submit_slots = ffi.new("uint32_t[]", SLOTS)
-        self._cuda_latency = ffi.new("float[]", SAMPLES)
-        self._cuda_release = ffi.new("float[]", SAMPLES)
-        L.latency.slots, L.submit.slots, L.samples_cap = self._latency_slots, self._submit_slots, SAMPLES
-        L.cuda_latency_ms, L.cuda_release_ms = self._cuda_latency, self._cuda_release
-        L.epfd, L.vfd, L.dfd = epoll_fd, -1, -1
-        for slot in (L.next, L.pending, L.on_screen, L.retire, L.delivered):
-            slot.index, slot.fence = NONE, -1
-        L.hand_back_displayed = -1
+        L.epfd, L.vfd = epoll_fd, -1
+        L.delivered.index = NONE
         self.device = None
-        self.frames: dict[int, Frame] = {}   # buffers Python's consumers hold
-        # The CUDA consumer's windows of its last samples, as its own.
-        self.cuda_latencies: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # capture -> done on the GPU
-        self.cuda_release_ms: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)  # done -> released
-        self.c_commits = 0     # commits made inside run(): the C loop's share
+        self.frames: dict[int, Frame] = {}   # buffers Python holds
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to
+        self._halves: dict[int, object] = {}    # sink id -> its Python half
+        # Python's own sink: the frames Python's consumers are offered, and
+        # every buffer a Frame object holds
+        self.python_sink = self.add_sink(ffi.NULL, ffi.NULL, "block", lib.SITS_Q_PORT_DEPTH, offered=False)
+
+    # -------------------------------------------------------------- sinks
+    def add_sink(self, ops, state, policy: str, depth: int, half=None, offered: bool = True) -> int:
+        """A sink from now on: `ops` its C half (NULL: Python's), `state`
+        the C half's struct (its Python half keeps it alive), its port's
+        `policy` and `depth`; `half` answers when its C half asks
+        (`asking()`). Its id."""
+        if policy not in POLICIES:
+            raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
+        sink = lib.sits_queue_add_sink(self.L, ops, state, POLICIES[policy], depth, int(offered))
+        if sink < 0:
+            raise UsageError(f"a sink with policy {policy} and depth {depth}: at most "
+                             f"{lib.SITS_Q_MAX_SINKS} sinks, depth 1 to {lib.SITS_Q_PORT_DEPTH}")
+        self._halves[sink] = half
+        return sink
+
+    def offer(self, sink: int, on: bool) -> None:
+        """Offer `sink` every frame (or no more frames: it keeps what it holds)."""
+        self.L.sinks[sink].offered = int(on)
+
+    def sink_fd(self, sink: int, fd: int) -> None:
+        """`sink`'s fd: run() wakes for it while its C half wants (want_fd)."""
+        s = self.L.sinks[sink]
+        s.fd, s.fd_watched = fd, 0
+
+    def sink_fd_watched(self, sink: int, watched: bool | None = None) -> bool:
+        """Whether `sink`'s fd is in the epoll set; `watched`: Python put it
+        there (or took it out) itself."""
+        s = self.L.sinks[sink]
+        if watched is not None:
+            s.fd_watched = int(watched)
+        return bool(s.fd_watched)
+
+    def sink_counts(self, sink: int) -> dict:
+        s = self.L.sinks[sink]
+        return {"taken": s.taken, "dropped": s.dropped, "waiting": s.port_n}
+
+    def holding(self, sink: int) -> bool:
+        """`sink` holds a buffer, or one waits for it."""
+        L = self.L
+        return bool(L.sinks[sink].port_n) or any(L.holds[i] >> sink & 1 for i in range(L.nbufs))
+
+    def release_all(self, sink: int) -> None:
+        """`sink` stops: it lets go of every buffer it holds or that waits for it."""
+        if lib.sits_queue_release_all(self.L, sink) == lib.SITS_Q_ERROR:
+            self.failed = self.failed or self.error()
+
+    def next_deadline(self) -> float | None:
+        """Seconds until a sink's C half wants its deadline call (deadlines()); None: none."""
+        due = lib.sits_queue_next_deadline(self.L)
+        return None if not due else max(0.0, due / 1e9 - time.monotonic())
+
+    def deadlines(self) -> int:
+        """The sinks whose deadline passed are called (Python's loop; run() does it itself)."""
+        return self._drain(lib.sits_queue_deadlines(self.L))
+
+    def asking(self):
+        """The Python half whose C half returned SITS_Q_SINK."""
+        return self._halves[self.L.asking]
+
+    def pump(self, sink: int) -> int:
+        return self._drain(lib.sits_queue_pump(self.L, sink))
 
     # ------------------------------------------------------------ devices
     def attach(self, cap) -> None:
@@ -74,7 +132,7 @@ class FrameQueue:
             if timer is None:
                 L.dmabuf_fd[b.index] = b.dmabuf.fileno()
                 L.length[b.index] = b.dmabuf.size
-            L.queued[b.index] = L.py_hold[b.index] = L.unqueued[b.index] = L.cuda_hold[b.index] = 0
+            L.queued[b.index] = L.unqueued[b.index] = L.holds[b.index] = 0
         self.device = cap
         cap.queue_owner = self
 
@@ -90,10 +148,10 @@ class FrameQueue:
 
     def detach(self) -> None:
         """The device is gone or closing: nothing is queued into it any more.
-        Its frames that consumers still hold keep coming here when released
-        (their holds end, nothing is queued), so that a lost camera can be
-        closed once the last goes; attach() takes the next device. Its
-        frames' records are never requeued."""
+        Its frames that sinks still hold keep coming here when let go (their
+        holds end, nothing is queued), so that a lost camera can be closed
+        once the last goes; attach() takes the next device. Its frames'
+        records are never requeued."""
         self.L.vfd = -1
         if self.timeline is not None:
             lib.sits_queue_timeline_device_gone(self.L)
@@ -114,8 +172,51 @@ class FrameQueue:
         """The last lease of a Python Frame went."""
         if self.frames.get(buf.index) is not None and self.frames[buf.index].buffer is buf:
             del self.frames[buf.index]
-        if lib.sits_queue_release(self.L, buf.index) == lib.SITS_Q_ERROR:
+        if lib.sits_queue_release(self.L, self.python_sink, buf.index) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
+
+    def with_driver(self) -> int:
+        """Buffers the source may fill now."""
+        return lib.sits_queue_with_driver(self.L)
+
+    def held(self, index: int) -> bool:
+        """Some sink holds buffer `index`."""
+        return bool(lib.sits_queue_held(self.L, index))
+
+    # ------------------------------------------------------------ counts
+    @property
+    def captured(self) -> int:
+        return self.L.captured
+
+    @property
+    def last_frame_ns(self) -> int:
+        """When the last frame was dequeued (0: none yet)."""
+        return self.L.last_frame_ns
+
+    @property
+    def wakeups(self) -> int:
+        return self.L.wakeups
+
+    @property
+    def frames_limit(self) -> int:
+        return self.L.frames_limit
+
+    @frames_limit.setter
+    def frames_limit(self, n: int) -> None:
+        """run() returns SITS_Q_FRAMES once this many frames were captured (0: no limit)."""
+        self.L.frames_limit = n
+
+    def source_counts(self) -> dict:
+        """The source's counts (V4L2's: dequeues, error buffers, refused requeues, skipped sequence numbers)."""
+        L = self.L
+        return {"dequeued": L.dequeued, "buffer_errors": L.buffer_errors,
+                "requeue_errors": L.requeue_errors, "sequence_gaps": L.sequence_gaps}
+
+    def blocked(self) -> bool:
+        """A blocking sink's port is full: the source must not be dequeued."""
+        L = self.L
+        return any(L.sinks[i].offered and L.sinks[i].policy == lib.SITS_POLICY_BLOCK
+                   and L.sinks[i].port_n >= L.sinks[i].depth for i in range(L.nsinks))
 
     # ------------------------------------------------------------ timeline
     def record_timeline(self, timeline) -> None:
@@ -144,111 +245,48 @@ class FrameQueue:
             lib.sits_queue_timeline_cuda(self.L, index, int(done_ns is not None), done_ns or 0)
 
     # -------------------------------------------------------------- frames
-    def frame(self, slot) -> Frame:
-        """The Frame of a slot's buffer: the one Python holds, or a new one
-        (Python then holds the buffer until its last lease goes)."""
-        index = slot.index
+    def frame(self, index: int) -> Frame:
+        """The Frame of buffer `index` (out of the driver): the one Python
+        holds, or a new one (Python's sink then holds the buffer until its
+        last lease goes)."""
         frame = self.frames.get(index)
         if frame is None:
-            d = raw.Dequeued(index, slot.sequence, slot.timestamp_ns, slot.bytesused, 0)
-            frame = Frame(self.device, self.device.buffers[index], d, dequeued_ns=slot.dequeued_ns)
+            f = self.L.frames[index]
+            d = raw.Dequeued(index, f.sequence, f.timestamp_ns, f.bytesused, 0)
+            frame = Frame(self.device, self.device.buffers[index], d, dequeued_ns=f.dequeued_ns)
             self.frames[index] = frame
-            self.L.py_hold[index] = 1
+            lib.sits_queue_hold(self.L, self.python_sink, index)
         return frame
 
+    def sequence(self, index: int) -> int:
+        """The sequence number of the frame in buffer `index` (out of the driver)."""
+        return self.L.frames[index].sequence
+
     def take_delivered(self) -> Frame | None:
-        """The frame C dequeued for Python's consumers, if any (its hold is Python's)."""
+        """The frame C handed to Python's sink, if any (held until its Frame's last lease goes)."""
         slot = self.L.delivered
         if slot.index == NONE:
             return None
-        frame = self.frame(slot)
+        index = slot.index
         slot.index = NONE
+        frame = self.frames.get(index)
+        if frame is None:
+            frame = self.frame(index)
         return frame
-
-    def display_holds(self, index: int) -> bool:
-        """The display has the buffer: next, committed, on screen or leaving it."""
-        L = self.L
-        return index in (L.next.index, L.pending.index, L.on_screen.index, L.retire.index)
-
-    # ---------------------------------------------------------- histograms
-    # Whole-run histograms, bounded however long the run (log-linear,
-    # quantiles within 1/16), filled by the C every frame.
-    @property
-    def latency(self) -> Histogram:
-        """Capture (the V4L2 timestamp) -> on screen (the flip event)."""
-        return self._histogram(self.L.latency, self._latency_slots)
-
-    @property
-    def submit(self) -> Histogram:
-        """Dequeue -> commit."""
-        return self._histogram(self.L.submit, self._submit_slots)
-
-    @staticmethod
-    def _histogram(h, slots) -> Histogram:
-        counts = ffi.unpack(slots, SLOTS)
-        return Histogram(h.count, h.sum_ns, h.max_ns, {s: n for s, n in enumerate(counts) if n})
 
     # --------------------------------------------------------------- steps
     def run(self, timeout_ms: int) -> int:
-        before = self.L.submit.count
-        code = lib.sits_queue_run(self.L, max(0, int(timeout_ms)))
-        self.c_commits += self.L.submit.count - before
-        return self._drain(code)
+        return self._drain(lib.sits_queue_run(self.L, max(0, int(timeout_ms))))
 
     def capture(self) -> int:
         return self._drain(lib.sits_queue_capture(self.L))
 
-    def flip_events(self) -> int:
-        return self._drain(lib.sits_queue_flip_events(self.L))
-
-    def try_commit(self) -> int:
-        return self._drain(lib.sits_queue_try_commit(self.L))
-
-    def committed(self, kind: int, fence, started_ns: int) -> None:
-        """Python made the commit (user_data tag + 1) of the next frame
-        (kind: its index, or COPY) or of a buffer of its own (OWN); C owns
-        the out-fence from now on."""
-        fd = fence.detach() if fence is not None else -1
-        lib.sits_queue_committed(self.L, kind, fd, started_ns)
-        self._drain(0)
-
-    def attach_cuda(self, graphs: dict, stream: int, entry_points, stamps: int) -> None:
-        """Convert every frame in C from now on: `graphs` maps a buffer index
-        to its conversion's CUgraphExec, launched on `stream`, whose first
-        and last nodes write the buffer's stamp at `stamps` (host memory,
-        SITS_CU_STAMP_WORDS u64 a buffer index; sits/cuda/stamp.py);
-        `entry_points`: the driver's cuGraphLaunch and cuStreamQuery as
-        addresses."""
-        L = self.L
-        for index, exec_ in graphs.items():
-            L.cu_graph[index] = exec_
-        L.cu_stream = stream
-        L.cu_graph_launch, L.cu_stream_query = entry_points
-        L.cu_stamps = ffi.cast("uint64_t *", stamps)
-        L.cu_launched = L.cu_completed = L.cu_start_bound_ns = L.cu_last_begin = 0
-        L.cuda = 1
-
-    def detach_cuda(self) -> None:
-        self.L.cuda = 0
-
-    def cuda_done(self) -> int:
-        return self._drain(lib.sits_queue_cuda_done(self.L))
-
-    def cuda_in_flight(self) -> int:
-        return self.L.cu_launched - self.L.cu_completed
-
-    def retired(self) -> int:
-        return self._drain(lib.sits_queue_retired(self.L))
-
-    def drop_next(self) -> int:
-        return self._drain(lib.sits_queue_drop_next(self.L))
+    def step(self, fn, *args) -> int:
+        """A sink's C call on this queue (fn(L, *args)), drained as every step."""
+        return self._drain(fn(self.L, *args))
 
     def _drain(self, code: int) -> int:
         L = self.L
-        if L.cuda_latency_n:
-            self.cuda_latencies.extend(ffi.unpack(self._cuda_latency, L.cuda_latency_n))
-            self.cuda_release_ms.extend(ffi.unpack(self._cuda_release, L.cuda_latency_n))
-            L.cuda_latency_n = 0
         if L.records_n:
             self.timeline.add(self._records, L.records_n)
             L.records_n = 0
@@ -267,14 +305,3 @@ class FrameQueue:
             err = (IoctlError if L.err_op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF, lib.SITS_OP_ATOMIC)
                    else KernelCallError)(L.err, op)
         return QueueError(L.err_op, err, L.err_index)
-
-    def close_fences(self) -> None:
-        """Close the out-fences C still owns (shutdown)."""
-        import os
-        for slot in (self.L.pending, self.L.on_screen, self.L.retire):
-            if slot.fence >= 0:
-                try:
-                    os.close(slot.fence)
-                except OSError:
-                    pass
-                slot.fence = -1

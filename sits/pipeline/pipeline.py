@@ -27,7 +27,7 @@ from sits._kernel import lib
 from sits.errors import DeviceError, SitsError, UsageError
 from sits.pipeline.consumer import PipelineContext, Port
 from sits.pipeline.frame_queue import FrameQueue, QueueError
-from sits.pipeline.stats import Summary, histogram_percentiles
+from sits.pipeline.stats import Summary
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
@@ -71,6 +71,7 @@ class Pipeline:
         self._last_sequence = None
         self._py_gaps = 0
         self._passes = None
+        self._python_passes = self._c_loop_commits = 0
         self._python_ports = self.ports   # those fed from Python (not a consumer working inside the queue)
 
     # ------------------------------------------------------------- control
@@ -94,6 +95,16 @@ class Pipeline:
             except OSError:
                 pass   # its owner closed it already: the kernel took it out of the set
             self._stale.add(fd)   # its number may be reused within this poll round
+
+    def watch_fence_fd(self, fd: int, callback) -> None:
+        """`callback()` once the fence `fd` (not the loop's: its owner
+        closes it) signals; until then it counts as work in flight."""
+        def signalled():
+            self.unwatch(fd)
+            self._fences.discard(fd)
+            callback()
+        self.watch(fd, signalled)
+        self._fences.add(fd)
 
     def watch_fence(self, fence, callback) -> None:
         """`callback()` once `fence` (a SyncFile, now the loop's) signals; None: at once."""
@@ -181,26 +192,25 @@ class Pipeline:
         if self.display is not None:
             if not v4l2:
                 raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
-            self.display.attach(self.queue, src, self.watch_fence, self.handle)
+            self.display.attach(self.queue, src, self)
         for port in self.ports:
             ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail, self.queue)
             self._guard(port, port.consumer.start, ctx)
         self._python_ports = [p for p in self.ports if not p.consumer.in_queue]
         if self.queue is not None:
-            L = self.queue.L
-            L.deliver = int(bool(self._python_ports))
+            self.queue.offer(self.queue.python_sink, bool(self._python_ports))
             if v4l2:
                 self._monitor()
         self.start_source(src)
         if self.display is not None:
-            self._handlers[self.display.card.fileno()] = lambda: self._step(self.queue.flip_events)
+            self._handlers[self.display.card.fileno()] = self.display.flip_events
 
     def _watch_display(self) -> None:
         """Python's own poll reads every flip event: the DRM fd in the epoll
         set (C's run() takes it out and puts it back as it needs)."""
-        if self.display is not None and not self.queue.L.dfd_watched:
+        if self.display is not None and not self.display.watching_fd():
             self._poller.register(self.display.card.fileno(), select.EPOLLIN)
-            self.queue.L.dfd_watched = 1
+            self.display.watching_fd(True)
 
     def _consumer_watch(self, port):
         def watch(fd, callback):
@@ -231,7 +241,8 @@ class Pipeline:
             if ev.subsystem == "drm" and (ev.hotplug or ev.action == "change") and self.display is not None:
                 self.summary.hotplug_events += 1
                 self.display.repick()
-                self._step(self.queue.try_commit)
+                self.display.sync()
+                self.display.try_commit()
 
     def _camera_lost(self, exc) -> None:
         if self._stop_reason is not None:
@@ -278,7 +289,7 @@ class Pipeline:
         self._last_frame = start
         capturing = True
         stop_deadline = None
-        self._python_passes = 0
+        self._python_passes = self._c_loop_commits = 0
         while True:
             self._python_passes += 1
             now = time.monotonic()
@@ -304,15 +315,19 @@ class Pipeline:
                                and not any(p.blocked for p in self.ports))
             timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
             if self.queue is not None and self.c_loop and self.source is not None:
-                L = self.queue.L
-                L.frames_limit = frames if capturing and frames else 0
+                self.queue.frames_limit = frames if capturing and frames else 0
                 if self.display is not None:
                     self.display.sync()
-                code = self.handle(self.queue.run(timeout * 1000))
+                commits = self.display.c_commits() if self.display is not None else 0
+                code = self.queue.run(timeout * 1000)
+                if self.display is not None:   # the C loop's share of the commits
+                    self._c_loop_commits += self.display.c_commits() - commits
+                code = self.handle(code)
                 events = self._poller.poll(0) if code == lib.SITS_Q_WAKE else []
             else:
                 self._watch_display()
-                events = self._poller.poll(timeout)
+                due = self.queue.next_deadline() if self.queue is not None else None   # C halves' deadlines
+                events = self._poller.poll(timeout if due is None else min(timeout, due))
             self._stale.clear()
             for fd, _ in events:
                 if fd in self._stale:
@@ -320,6 +335,8 @@ class Pipeline:
                 handler = self._handlers.get(fd)
                 if handler is not None:
                     handler()
+            if self.queue is not None and not (self.c_loop and self.source is not None):
+                self._step(self.queue.deadlines)
             self._tick()
             if self.reconnect is not None:
                 self.reconnect.poll(self, bool(events))
@@ -365,10 +382,8 @@ class Pipeline:
 
     def _busy(self) -> bool:
         """Work still in flight at the end: a flip, a fence, a consumer's."""
-        if self.queue is not None and self.display is not None:
-            L = self.queue.L
-            if L.pending.index != lib.SITS_Q_NONE or L.retire.index != lib.SITS_Q_NONE:
-                return True
+        if self.display is not None and self.display.busy():
+            return True
         return bool(self._fences) or any(p.consumer.busy() for p in self.ports)
 
     def _guard(self, port, fn, *args):
@@ -403,12 +418,8 @@ class Pipeline:
             self._deliver(frame)
         if self.display is not None:
             self.display.try_freeze()
-        if code == lib.SITS_Q_HAND_BACK:
-            self.display.commit_next()
-        elif code == lib.SITS_Q_RETIRE_WAIT:
-            fd = q.L.on_screen.fence    # C's: watched, not owned
-            self.watch(fd, lambda: self._retired(fd))
-            self._fences.add(fd)
+        if code == lib.SITS_Q_SINK:
+            q.asking().on_ask()
         elif code == lib.SITS_Q_ERROR:
             err = q.error()
             if err.op == lib.SITS_OP_ATOMIC:
@@ -420,12 +431,6 @@ class Pipeline:
         elif code == lib.SITS_Q_FRAMES:
             self._stop_reason = self._stop_reason or "frames"
         return code
-
-    def _retired(self, fd: int) -> None:
-        self.unwatch(fd)   # C closes it
-        self._fences.discard(fd)
-        self._step(self.queue.retired)
-        self._step(self.queue.try_commit)
 
     def _deliver(self, frame) -> None:
         self._last_frame = time.monotonic()
@@ -460,16 +465,16 @@ class Pipeline:
                 self.source.stop()
             except OSError:
                 pass
-        if self.queue is not None:
-            self.queue.drop_next()
+        if self.display is not None:
+            self.display.drop_waiting()
 
     # ------------------------------------------------------------ counters
     def _captured(self) -> int:
-        return self.queue.L.captured if self.queue is not None else self.summary.frames_captured
+        return self.queue.captured if self.queue is not None else self.summary.frames_captured
 
     def _last_seen(self) -> float:
-        if self.queue is not None and self.queue.L.last_frame_ns:
-            return max(self._last_frame, self.queue.L.last_frame_ns / 1e9)
+        if self.queue is not None and self.queue.last_frame_ns:
+            return max(self._last_frame, self.queue.last_frame_ns / 1e9)
         return self._last_frame
 
     def _finish(self, start, cpu0) -> None:
@@ -483,17 +488,20 @@ class Pipeline:
         q = self.queue
         gaps = self._py_gaps
         if q is not None:
-            L = q.L
-            s.frames_captured, s.frames_displayed, s.frames_dropped = L.captured, L.displayed, L.dropped
-            s.timestamp_anomalies = L.anomalies
-            st.dequeued += L.dequeued
-            st.buffer_errors += L.buffer_errors
-            st.requeue_errors += L.requeue_errors
-            gaps += L.sequence_gaps
-            s.latency_ms = histogram_percentiles(q.latency)
-            s.dequeue_to_commit_ms = histogram_percentiles(q.submit)
-            s.c_loop_commits = q.c_commits
-        s.wakeups = {"c_loop": q.L.wakeups if q is not None else 0, "python": self._python_passes}
+            s.frames_captured = q.captured
+            c = q.source_counts()
+            st.dequeued += c["dequeued"]
+            st.buffer_errors += c["buffer_errors"]
+            st.requeue_errors += c["requeue_errors"]
+            gaps += c["sequence_gaps"]
+        if self.display is not None and self.display.K is not None:
+            d = self.display.counts()
+            s.frames_displayed, s.frames_dropped = d["displayed"], d["dropped"]
+            s.timestamp_anomalies = d["anomalies"]
+            s.c_loop_commits = self._c_loop_commits
+            s.latency_ms = self.display.latency_ms()
+            s.dequeue_to_commit_ms = self.display.submit_ms()
+        s.wakeups = {"c_loop": q.wakeups if q is not None else 0, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
@@ -527,8 +535,9 @@ class Pipeline:
             except Exception as exc:  # noqa: BLE001
                 errors.append(exc)
         q = self.queue
+        if self.display is not None and self.display.K is not None:
+            self.display.close_fences()
         if q is not None:
-            q.close_fences()
             q.detach()
             # after the consumers' last releases; nothing changes the frames' records any more
             self.summary.timeline = q.end_timeline()

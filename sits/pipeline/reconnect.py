@@ -35,7 +35,8 @@ class Reconnect:
         except OSError:
             pass  # gone: STREAMOFF has nothing left to stop
         p.queue.detach()                      # nothing is queued into it any more
-        p.queue.drop_next()
+        if p.display is not None:
+            p.display.drop_waiting()
         p.source_gone()
         fbs = p.display.forget_device() if p.display is not None else []
         self.lost_devices.append((cap, fbs))
@@ -49,7 +50,7 @@ class Reconnect:
         """Close vanished devices once no frame of theirs is in use."""
         for entry in self.lost_devices[:]:
             cap, fbs = entry
-            if any(lib.sits_queue_held(p.queue.L, b.index) for b in cap.buffers):
+            if any(p.queue.held(b.index) for b in cap.buffers):
                 continue
             self.lost_devices.remove(entry)
             for fb in fbs:
@@ -87,7 +88,7 @@ class Reconnect:
             cap.allocate(self.buffers, self.memory)
             p.queue.attach(cap)
             if p.display is not None:
-                p.display.attach(p.queue, cap, p.watch_fence, p.handle)
+                p.display.attach(p.queue, cap, p)
             p.start_source(cap)
         except (SitsError, OSError):
             p.queue.detach()

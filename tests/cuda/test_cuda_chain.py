@@ -338,7 +338,7 @@ def test_in_c_a_buffer_waits_for_its_conversion_and_the_latency_sees_a_stalled_g
         if s.frames_captured >= 12 and not gated:
             gated.append(gate(cp, consumer.converter.stream))
         elif gated and not gated[0].done:
-            seen.append((q.cuda_in_flight(), sum(q.L.queued[i] for i in range(len(cam.buffers)))))
+            seen.append((consumer.in_flight(), q.with_driver()))
     pipeline = Pipeline(cam, consumers=[consumer], on_status=status, status_interval=0.005)
     try:
         summary = pipeline.run(frames=60)

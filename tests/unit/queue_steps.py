@@ -24,6 +24,7 @@ import select
 import sys
 
 from sits._kernel import ffi, lib
+from sits.ebpf.histogram import SLOTS
 from sits.pipeline.frame_queue import NONE, FrameQueue
 
 CONFIGS = {  # the holders a trace's frames meet
@@ -58,6 +59,72 @@ class Fence:
             self.w = -1
 
 
+class KmsStandIn:
+    """The KMS sink's C half on a pipe for the DRM fd: flip events are
+    written by the test, every commit is the test's (python_commits)."""
+
+    def __init__(self, q, lazy_flips: bool = False):
+        self.q = q
+        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        K = self.K = ffi.new("struct sits_kms *")
+        K.dfd, K.python_commits, K.hand_back_displayed = self.r, 1, -1
+        for slot in (K.pending, K.on_screen, K.retire):
+            slot.index, slot.fence = NONE, -1
+        self._slots = [ffi.new("uint32_t[]", SLOTS) for _ in range(2)]
+        K.latency.slots, K.submit.slots = self._slots
+        self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self)
+        q.sink_fd(self.sink, self.r)
+        q.sink_fd_watched(self.sink, not lazy_flips)   # lazy: the next frame reads the event
+        self.vblank = 1000
+
+    def asked(self, code: int, what: int) -> bool:
+        return code == lib.SITS_Q_SINK and self.K.asks == what
+
+    def waiting(self) -> int:
+        """The buffer of the frame waiting for a commit (NONE: none)."""
+        return lib.sits_kms_waiting(self.q.L, self.K)
+
+    def waiting_dequeued_ns(self) -> int:
+        return self.q.L.frames[self.waiting()].dequeued_ns
+
+    def commit(self, started_ns: int, kind: int | None = None, fence=None) -> None:
+        """The test's commit of the waiting frame (kind: COPY or OWN instead)."""
+        fd = fence.detach() if fence is not None else -1
+        self.q.step(lib.sits_kms_committed, self.K, self.waiting() if kind is None else kind, fd, started_ns)
+
+    def flip(self, after_ns: int, vblanks: int = 1) -> int:
+        """The pending commit's flip event, `vblanks` after the last, at the
+        first microsecond (an event's resolution) after `after_ns`; its time."""
+        self.vblank += vblanks
+        t = (after_ns // 1000 + 1) * 1000
+        ev = ffi.new("struct drm_event_vblank *")
+        ev.base.type, ev.base.length = lib.DRM_EVENT_FLIP_COMPLETE, ffi.sizeof(ev[0])
+        ev.user_data, ev.sequence = self.K.pending.tag, self.vblank
+        ev.tv_sec, ev.tv_usec = t // 10**9, t % 10**9 // 1000
+        os.write(self.w, bytes(ffi.buffer(ev)))
+        return t
+
+    def flip_events(self) -> int:
+        return self.q.step(lib.sits_kms_flip_events, self.K)
+
+    def retired(self) -> int:
+        return self.q.step(lib.sits_kms_retired, self.K)
+
+    def try_commit(self) -> int:
+        return self.q.step(lib.sits_kms_try_commit, self.K)
+
+    def holds(self, index: int) -> bool:
+        return bool(lib.sits_kms_holds(self.K, index)) or self.waiting() == index
+
+    def close(self) -> None:
+        for slot in (self.K.pending, self.K.on_screen, self.K.retire):
+            if slot.fence >= 0:
+                os.close(slot.fence)
+                slot.fence = -1
+        os.close(self.r)
+        os.close(self.w)
+
+
 class Steps:
     """One queue and its stand-ins; each method is one event and returns
     what it made the queue do."""
@@ -73,27 +140,21 @@ class Steps:
         for i in range(nbufs):   # queued as STREAMON finds them, 0 first
             L.queued[i], L.queued_order[i] = 1, i + 1
         L.queue_clock = nbufs
-        self.flip_r = self.flip_w = -1
-        if display:
-            self.flip_r, self.flip_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-            L.display, L.dfd, L.python_commits = 1, self.flip_r, 1
-            L.dfd_watched = int(not lazy_flips)   # lazy: the next tick reads the event
+        self.d = KmsStandIn(q, lazy_flips) if display else None
         self.lazy_flips = lazy_flips
-        self.vblank = 0
         self.fences: list[Fence] = []   # out-fences made unsignalled, oldest first
         self.held: list[int] = []       # buffers Python holds, oldest first
-        L.deliver = int(python)
+        q.offer(q.python_sink, python)
         self.launched: list[int] = []   # CUDA launches not yet stamped, oldest first
+        self.cuda = None
         if cuda:
+            from sits.pipeline.cuda_queue import QueueCuda
             self._stamps = ffi.new("uint64_t[]", lib.SITS_Q_MAX_BUFS * lib.SITS_CU_STAMP_WORDS)
             self._launch = ffi.callback("int(uint64_t, uint64_t)", self._on_launch)
             self._query = ffi.callback("int(uint64_t)", lambda stream: lib.SITS_CU_NOT_READY)
-            for i in range(nbufs):
-                L.cu_graph[i] = 100 + i
-            L.cu_stamps = self._stamps
-            L.cu_graph_launch = int(ffi.cast("uintptr_t", self._launch))
-            L.cu_stream_query = int(ffi.cast("uintptr_t", self._query))
-            L.cuda = 1
+            entry_points = (int(ffi.cast("uintptr_t", self._launch)), int(ffi.cast("uintptr_t", self._query)))
+            self.cuda = QueueCuda(q, {i: 100 + i for i in range(nbufs)}, 0, entry_points,
+                                  int(ffi.cast("uintptr_t", self._stamps)))
         self.gpu_ns = 0
         self.out: dict = {}
 
@@ -116,31 +177,32 @@ class Steps:
 
     def _settle(self, code: int) -> None:
         """What the pipeline does with a step's code: take the frame
-        delivered to Python, make the commit handed back, note a flip that
-        waits for its fence."""
-        L = self.L
+        delivered to Python, make the commit the display asks for, note a
+        flip that waits for its fence."""
+        L, d = self.L, self.d
         while True:
             if L.delivered.index != NONE:
                 self.held.append(L.delivered.index)
                 self.out.setdefault("deliver", []).append([L.delivered.index, L.delivered.sequence])
                 L.delivered.index = NONE
-            if code == lib.SITS_Q_HAND_BACK and L.next.index != NONE and L.pending.index == NONE:
+            if d is not None and d.asked(code, lib.SITS_KMS_ASK_COMMIT) and d.waiting() != NONE \
+                    and d.K.pending.index == NONE:
                 self._commit()
-                code = self.q.try_commit()
+                code = d.try_commit()
                 continue
-            if code == lib.SITS_Q_RETIRE_WAIT:
-                self.out["retire_wait"] = L.retire.index
+            if d is not None and d.asked(code, lib.SITS_KMS_ASK_FENCE):
+                self.out["retire_wait"] = d.K.retire.index
             return
 
     def _commit(self) -> None:
-        L = self.L
-        index, sequence = L.next.index, L.next.sequence
+        d = self.d
+        index = d.waiting()
         signalled = self.rng_fence()
         fence = Fence(signalled)
         if not signalled:
             self.fences.append(fence)
-        self.out.setdefault("commit", []).append([index, sequence, int(signalled)])
-        self.q.committed(index, fence, L.next.dequeued_ns + 1)
+        self.out.setdefault("commit", []).append([index, self.L.frames[index].sequence, int(signalled)])
+        d.commit(d.waiting_dequeued_ns() + 1, fence=fence)
 
     rng_fence = staticmethod(lambda: True)   # the recorder draws it; the replay reads it
 
@@ -153,30 +215,25 @@ class Steps:
 
     def flip(self) -> dict:
         """The pending commit's flip event (lazy: read at the next tick)."""
-        L = self.L
-        self.vblank += 1
-        ev = ffi.new("struct drm_event_vblank *")
-        ev.base.type, ev.base.length = lib.DRM_EVENT_FLIP_COMPLETE, ffi.sizeof(ev[0])
-        ev.user_data, ev.sequence = L.pending.tag, self.vblank
-        t = L.pending.dequeued_ns + 5_000_000 + self.vblank
-        ev.tv_sec, ev.tv_usec = t // 10**9, t % 10**9 // 1000
-        os.write(self.flip_w, bytes(ffi.buffer(ev)))
+        d = self.d
+        d.flip(d.K.pending.shown_from_ns + 5_000_000)
         if self.lazy_flips:
             return self._step(lambda: 0)
-        return self._step(self.q.flip_events)
+        return self._step(d.flip_events)
 
     def signal(self) -> dict:
         """The oldest unsignalled out-fence signals."""
         fence = self.fences.pop(0)
         fence.signal()
-        if self.L.retire.index != NONE and self.L.on_screen.fence == fence.r:
-            return self._step(self.q.retired)
+        d = self.d
+        if d.K.retire.index != NONE and d.K.on_screen.fence == fence.r:
+            return self._step(d.retired)
         return self._step(lambda: 0)
 
     def release(self, which: int) -> dict:
         """Python lets go of the `which`-th buffer it holds."""
         index = self.held.pop(which)
-        return self._step(lambda: lib.sits_queue_release(self.L, index))
+        return self._step(lambda: lib.sits_queue_release(self.L, self.q.python_sink, index))
 
     def cuda_done(self) -> dict:
         """The oldest launch writes its stamps; the queue looks."""
@@ -184,13 +241,12 @@ class Steps:
         self.gpu_ns += 1000
         self._stamps[2 * index] = self.gpu_ns
         self._stamps[2 * index + 1] = self.gpu_ns + 500
-        return self._step(self.q.cuda_done)
+        return self._step(lambda: self.q.step(lib.sits_cuda_done, self.cuda.C))
 
     # ------------------------------------------------------- what is valid
     def can(self) -> list[str]:
-        L = self.L
         kinds = ["tick"]
-        if L.display and L.pending.index != NONE and not self._flip_waiting():
+        if self.d is not None and self.d.K.pending.index != NONE and not self._flip_waiting():
             kinds.append("flip")
         if self.fences and self.fences[0].w >= 0:
             kinds.append("signal")
@@ -201,15 +257,14 @@ class Steps:
         return kinds
 
     def _flip_waiting(self) -> bool:
-        return bool(select.select([self.flip_r], [], [], 0)[0])
+        return bool(select.select([self.d.r], [], [], 0)[0])
 
     def close(self) -> None:
         for fence in self.fences:
             fence.signal()
-        self.q.close_fences()
-        for fd in (self.tick_fd, self.flip_r, self.flip_w):
-            if fd >= 0:
-                os.close(fd)
+        if self.d is not None:
+            self.d.close()
+        os.close(self.tick_fd)
         self.ep.close()
 
 

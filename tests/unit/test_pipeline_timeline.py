@@ -13,10 +13,13 @@ import pytest
 from sits._kernel import ffi, lib
 from sits.journey import record
 from sits.pipeline.consumer import Consumer
-from sits.pipeline.frame_queue import COPY, FrameQueue
+from sits.pipeline.frame_queue import FrameQueue
 from sits.pipeline.pipeline import Pipeline
 from sits.pipeline.synthetic import SyntheticCamera
 from sits.pipeline.timeline import Timeline
+from tests.unit.queue_steps import Fence, KmsStandIn
+
+COPY, ASK_COMMIT, ASK_FENCE = lib.SITS_KMS_COPY, lib.SITS_KMS_ASK_COMMIT, lib.SITS_KMS_ASK_FENCE
 
 
 
@@ -75,51 +78,23 @@ def test_one_record_per_frame_in_capture_order_with_the_gaps(tmp_path, name):
     assert sorted(last_requeue) == [0, 1, 2]
 
 
-class FakeDisplay:
-    """The queue's DRM side: commits are Python's (the test's), flip events
-    come from a pipe the test writes."""
-
-    def __init__(self, q):
-        self.q = q
-        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        L = q.L
-        L.display, L.dfd, L.dfd_watched, L.python_commits = 1, self.r, 1, 1
-        self.vblank = 1000
-
-    def flip(self, after_ns: int, vblanks: int = 1) -> int:
-        """The pending commit's flip event, `vblanks` after the last, at the
-        first microsecond (an event's resolution) after `after_ns`; its time."""
-        self.vblank += vblanks
-        t = (after_ns // 1000 + 1) * 1000
-        ev = ffi.new("struct drm_event_vblank *")
-        ev.base.type, ev.base.length = lib.DRM_EVENT_FLIP_COMPLETE, ffi.sizeof(ev[0])
-        ev.user_data, ev.sequence = self.q.L.pending.tag, self.vblank
-        ev.tv_sec, ev.tv_usec = t // 10**9, t % 10**9 // 1000
-        os.write(self.w, bytes(ffi.buffer(ev)))
-        return t
-
-    def close(self):
-        os.close(self.r)
-        os.close(self.w)
-
-
-def capture(q, cam) -> int:
+def capture(q, cam, d) -> int:
     select.select([q.source_fd], [], [], 5)
     code = q.capture()
-    assert q.L.next.index >= 0
+    assert d.waiting() >= 0
     return code
 
 
 @contextlib.contextmanager
 def queue_on_display(path):
     """A frame queue fed by a started timer source, its timeline to `path`,
-    and its FakeDisplay."""
+    and the display's C half on a pipe (KmsStandIn)."""
     ep = select.epoll()
     with SyntheticCamera("YUYV", (64, 32), fps=500, buffers=4) as cam:
         q = FrameQueue(ep.fileno())
         q.attach(cam)
         q.record_timeline(Timeline(path))
-        d = FakeDisplay(q)
+        d = KmsStandIn(q)
         cam.start()
         try:
             yield q, cam, d
@@ -132,22 +107,22 @@ def queue_on_display(path):
 def test_display_stages_scanout_replaced_vblanks_late_copied_and_drops(tmp_path):
     path = str(tmp_path / "t.ndjson")
     with queue_on_display(path) as (q, cam, d):
-        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F1: the display is idle
-        q.committed(q.L.next.index, None, c1 := time.monotonic_ns())   # zero-copy
+        assert d.asked(capture(q, cam, d), ASK_COMMIT)          # F1: the display is idle
+        d.commit(c1 := time.monotonic_ns())                     # zero-copy
         v1 = d.flip(c1)
-        q.flip_events()
-        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F2
-        q.committed(COPY, None, c2 := time.monotonic_ns())     # its CPU copy; the buffer goes back
-        capture(q, cam)                                         # F3 waits for F2's flip ...
-        capture(q, cam)                                         # ... and F4 comes first: F3 dropped
-        v2 = d.flip(q.L.next.dequeued_ns, vblanks=2)            # F1 shown for two vblanks
-        assert q.flip_events() == lib.SITS_Q_HAND_BACK          # F4 could have made v2
-        q.committed(q.L.next.index, None, c4 := time.monotonic_ns())
+        d.flip_events()
+        assert d.asked(capture(q, cam, d), ASK_COMMIT)          # F2
+        d.commit(c2 := time.monotonic_ns(), COPY)               # its CPU copy; the buffer goes back
+        capture(q, cam, d)                                      # F3 waits for F2's flip ...
+        capture(q, cam, d)                                      # ... and F4 comes first: F3 dropped
+        v2 = d.flip(d.waiting_dequeued_ns(), vblanks=2)         # F1 shown for two vblanks
+        assert d.asked(d.flip_events(), ASK_COMMIT)             # F4 could have made v2
+        d.commit(c4 := time.monotonic_ns())
         v3 = d.flip(c4)
-        q.L.dfd_watched = 0       # the C loop's way: the last flip's event is read at the next dequeue
-        assert capture(q, cam) == lib.SITS_Q_HAND_BACK          # F5, dequeued after v3
-        q.committed(q.L.next.index, None, c5 := time.monotonic_ns())
-        displayed, dropped = q.L.displayed, q.L.dropped
+        q.sink_fd_watched(d.sink, False)   # the C loop's way: the last flip's event is read at the next dequeue
+        assert d.asked(capture(q, cam, d), ASK_COMMIT)          # F5, dequeued after v3
+        d.commit(c5 := time.monotonic_ns())
+        displayed, dropped = d.K.displayed, q.sink_counts(d.sink)["dropped"]
         summary = q.end_timeline()
     f1, f2, f3, f4, f5 = recs = record.read(path)
     assert summary["records"] == 5
@@ -176,21 +151,21 @@ def test_late_counts_a_vblank_no_flip_event_told_of(tmp_path):
     path = str(tmp_path / "t.ndjson")
     period = 1_000_000
     with queue_on_display(path) as (q, cam, d):
-        q.L.vblank_period_ns = period
-        capture(q, cam)                                          # F1
-        q.committed(q.L.next.index, None, c1 := time.monotonic_ns())
+        d.K.vblank_period_ns = period
+        capture(q, cam, d)                                       # F1
+        d.commit(c1 := time.monotonic_ns())
         v1 = d.flip(c1)
-        q.flip_events()
-        capture(q, cam)                                          # F2, dequeued with the display idle
-        t2 = q.L.next.dequeued_ns
+        d.flip_events()
+        capture(q, cam, d)                                       # F2, dequeued with the display idle
+        t2 = d.waiting_dequeued_ns()
         grid2 = v1 + ((t2 - v1) // period + 1) * period          # the first vblank after its dequeue
-        q.committed(q.L.next.index, None, c2 := grid2 + period + 300_000)   # two vblanks later
+        d.commit(c2 := grid2 + period + 300_000)                 # two vblanks later
         v2 = d.flip(c2)
-        q.flip_events()
-        capture(q, cam)                                          # F3, committed before the next vblank
-        t3 = q.L.next.dequeued_ns
+        d.flip_events()
+        capture(q, cam, d)                                       # F3, committed before the next vblank
+        t3 = d.waiting_dequeued_ns()
         grid3 = v2 + ((t3 - v2) // period + 1) * period
-        q.committed(q.L.next.index, None, grid3 - 1)
+        d.commit(grid3 - 1)
         q.end_timeline()
     f1, f2, f3 = record.read(path)
     assert f2["late_ns"] == 300_000          # from the last vblank before its commit
@@ -207,45 +182,29 @@ def test_timeline_path_is_checked_before_any_device(capsys, tmp_path):
     assert "is a directory" in capsys.readouterr().err
 
 
-class PipeFence:
-    """An out-fence for the queue's check: the read end of a pipe is
-    readable, as a sync_file is once its fence signalled, when a byte was
-    written. The queue owns (and closes) what detach() gives it."""
-
-    def __init__(self):
-        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-
-    def detach(self) -> int:
-        return self.r
-
-    def signal(self):
-        os.write(self.w, b"x")
-        os.close(self.w)
-
-
 def test_a_buffer_leaves_the_screen_only_once_the_out_fence_has_signalled(tmp_path):
+    """A commit of Python's carries an out-fence (a pipe's read end stands
+    in for the sync_file: readable once signalled, as poll() asks)."""
     with queue_on_display(str(tmp_path / "t.ndjson")) as (q, cam, d):
-        L = q.L
-        capture(q, cam)                                          # F1 on screen
-        first = L.next.index
-        q.committed(first, None, c1 := time.monotonic_ns())
+        K = d.K
+        capture(q, cam, d)                                       # F1 on screen
+        first = d.waiting()
+        d.commit(c1 := time.monotonic_ns())
         d.flip(c1)
-        q.flip_events()
-        capture(q, cam)                                          # F2 replaces it, its out-fence unsignalled
-        fence = PipeFence()
-        q.committed(L.next.index, fence, c2 := time.monotonic_ns())
+        d.flip_events()
+        capture(q, cam, d)                                       # F2 replaces it, its out-fence unsignalled
+        fence = Fence(signalled=False)
+        d.commit(c2 := time.monotonic_ns(), fence=fence)
         d.flip(c2)
-        assert q.flip_events() == lib.SITS_Q_RETIRE_WAIT
-        assert L.retire.index == first and not L.queued[first] and q.display_holds(first)
+        assert d.asked(d.flip_events(), ASK_FENCE)
+        assert K.retire.index == first and not q.L.queued[first] and d.holds(first)
         fence.signal()
-        q.retired()                                              # the pipeline's call once the fence fd is readable
-        assert L.retire.index == -1 and L.queued[first] and L.on_screen.fence == -1
-        capture(q, cam)                                          # F3, its out-fence signalled by its flip: F2 goes at once
-        third_fence = PipeFence()
-        third_fence.signal()
-        second = L.on_screen.index
-        q.committed(L.next.index, third_fence, c3 := time.monotonic_ns())
+        d.retired()                                              # the pipeline's call once the fence fd is readable
+        assert K.retire.index == -1 and q.L.queued[first] and K.on_screen.fence == -1
+        capture(q, cam, d)                                       # F3, its out-fence signalled by its flip: F2 goes at once
+        second = K.on_screen.index
+        d.commit(c3 := time.monotonic_ns(), fence=Fence(signalled=True))
         d.flip(c3)
-        assert q.flip_events() != lib.SITS_Q_RETIRE_WAIT
-        assert L.queued[second] and L.retire.index == -1
+        assert not d.asked(d.flip_events(), ASK_FENCE)
+        assert q.L.queued[second] and K.retire.index == -1
         q.end_timeline()

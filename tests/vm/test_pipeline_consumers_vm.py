@@ -38,12 +38,12 @@ class SlowConsumer(Consumer):
         self.todo, self.done = queue.Queue(), collections.deque()
         self.held = 0
         self.seen, self.queued_while_held, self.after_display = [], 0, 0
-        self.pipeline = self.queue = None   # to ask the frame queue whether the display holds a buffer
+        self.pipeline = self.display = None   # to ask the display whether it holds a buffer
         self.worker = threading.Thread(target=self._work, daemon=True)
 
     def start(self, ctx):
         self.src = ctx.source
-        self.queue = self.pipeline.queue if self.pipeline is not None else None
+        self.display = self.pipeline.display if self.pipeline is not None else None
         self.efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         ctx.watch(self.efd, self._released)
         self.worker.start()
@@ -75,7 +75,7 @@ class SlowConsumer(Consumer):
             frame, lease = self.done.popleft()
             if driver_has(self.src, frame):
                 self.queued_while_held += 1
-            if self.queue is not None and not self.queue.display_holds(frame.buffer.index):
+            if self.display is not None and not self.display.holds(frame.buffer.index):
                 # the display let go first: only this lease keeps it from the driver
                 self.after_display += 1
             lease.release()

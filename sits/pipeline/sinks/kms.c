@@ -1,0 +1,317 @@
+/* The KMS display as a sink of the frame queue: its C half. A frame it
+ * takes is committed (next -> pending), goes on screen at its flip event
+ * and leaves the screen at the next flip; the buffer goes back once the
+ * flip that replaced it has come (and, for a commit of Python's that
+ * carries an out-fence, once that fence has signalled). Its port keeps the
+ * newest frame only (SITS_POLICY_LATEST): a frame that comes while a flip
+ * is pending waits, and a newer one takes its place. Its Python half is
+ * sits/pipeline/display.py (KmsDisplay): the first commit (a modeset),
+ * commits that carry a writeback, CPU copies and freeze frames are its.
+ *
+ * One wake-up a frame: the DRM fd is in the epoll set only while a frame
+ * waits for the flip, or while too few buffers are left with the driver to
+ * wait for the next frame; otherwise the last flip's event is read when
+ * the next frame comes (a flip takes at most a refresh; frames come slower
+ * than that or are dropped anyway).
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <poll.h>
+
+#include "sits_kernel.h"
+
+/* cdef-begin */
+enum {
+	SITS_KMS_OWN = -2,      /* a commit of a buffer of Python's own (freeze frame) */
+	SITS_KMS_COPY = -3,     /* a commit of a CPU copy of a captured frame (conversion path) */
+};
+
+/* what the C half asks of the Python half (SITS_Q_SINK) */
+enum {
+	SITS_KMS_ASK_COMMIT = 1,        /* commit the waiting frame (writeback, conversion, first commit) */
+	SITS_KMS_ASK_FENCE = 2,         /* a flip came before its out-fence said signalled: watch on_screen.fence */
+};
+
+struct sits_kms_slot {
+	int32_t index;          /* capture buffer, or SITS_Q_NONE / SITS_KMS_OWN / SITS_KMS_COPY */
+	uint32_t sequence, tag, record;
+	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
+	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
+};
+
+struct sits_kms {
+	/* set by Python */
+	int32_t sink;               /* its id in the frame queue */
+	int32_t dfd;
+	uint32_t plane_id, fb_prop;
+	uint32_t fb_id[SITS_Q_MAX_BUFS];
+	int64_t vblank_period_ns;   /* the mode's time between vblanks (0: unknown) */
+	int32_t python_commits;     /* every commit is Python's (the conversion path, the first) */
+	int32_t hold_commits;       /* no commit now (a writeback is in flight) */
+	int32_t paused;             /* no display connected: frames are dropped */
+	int64_t hand_back_displayed;    /* the commit made when displayed == this is Python's (-1: none) */
+	int64_t hand_back_captured;     /* ... and any commit once captured >= this (0: none) */
+	/* state */
+	struct sits_kms_slot pending, on_screen, retire;
+	uint32_t tag;
+	int32_t asks;               /* SITS_KMS_ASK_ of the last SITS_Q_SINK */
+	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
+	int64_t displayed, anomalies, c_commits;
+	struct sits_q_hist latency;         /* capture (V4L2 timestamp) -> on screen (flip event) */
+	struct sits_q_hist submit;          /* dequeue -> commit */
+};
+
+const struct sits_sink_ops *sits_kms_sink(void);   /* its C half */
+int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D);
+int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D);
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t kind, int32_t fence, int64_t started_ns);
+int sits_kms_retired(struct sits_queue *L, struct sits_kms *D);
+int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D);
+int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D);
+int sits_kms_holds(struct sits_kms *D, int32_t index);
+/* cdef-end */
+
+static struct sits_sink *sink(struct sits_queue *L, struct sits_kms *D)
+{
+	return &L->sinks[D->sink];
+}
+
+/* The last vblank at or before `ns`. Flip events tell of the vblanks that
+ * completed a commit only; the others are on the same grid, a mode's frame
+ * time apart (what the kernel's journey sees as every vblank's event). */
+static int64_t vblank_before(const struct sits_kms *D, int64_t ns)
+{
+	int64_t v = D->last_vblank_ns, p = D->vblank_period_ns;
+	if (!v || p <= 0)
+		return v;
+	return ns >= v ? v + (ns - v) / p * p : v - (v - ns + p - 1) / p * p;
+}
+
+static int ask(struct sits_queue *L, struct sits_kms *D, int what)
+{
+	D->asks = what;
+	L->asking = D->sink;
+	return SITS_Q_SINK;
+}
+
+/* The frame that waits in the port (the newest), or SITS_Q_NONE. */
+int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
+{
+	struct sits_sink *s = sink(L, D);
+	return s->port_n ? s->port[0] : SITS_Q_NONE;
+}
+
+int sits_kms_holds(struct sits_kms *D, int32_t index)
+{
+	return index == D->pending.index || index == D->on_screen.index || index == D->retire.index;
+}
+
+/* A commit of buffer `index` (or a copy or an own buffer: `kind`) was made,
+ * by C or by Python, with user_data tag + 1. */
+static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t kind, int32_t fence,
+		  int64_t started_ns)
+{
+	struct sits_kms_slot slot;
+	memset(&slot, 0, sizeof slot);
+	slot.index = kind;
+	D->tag++;
+	if (kind != SITS_KMS_OWN) {
+		const struct sits_q_frame *f = sits_queue_frame(L, index);
+		sits_q_hist_add(&D->submit, started_ns - f->dequeued_ns);
+		slot.sequence = f->sequence;
+		slot.record = f->record;
+		/* a driver timestamp after our dequeue cannot be believed (vivid's
+		 * schedule-based clock in a slow VM): count it, use the dequeue time */
+		if (f->timestamp_ns <= 0 || f->timestamp_ns > f->dequeued_ns) {
+			D->anomalies++;
+			slot.shown_from_ns = f->dequeued_ns;
+		} else {
+			slot.shown_from_ns = f->timestamp_ns;
+		}
+		if (f->record) {
+			/* late: a vblank came between its dequeue and this commit's
+			 * start (the rule journey.bpf.c's set_fb() has) */
+			int64_t vblank = vblank_before(D, started_ns), late = 0;
+			if (vblank > f->dequeued_ns && vblank < started_ns)
+				late = started_ns - vblank;
+			sits_timeline_committed(L, f->record, started_ns, late, kind == SITS_KMS_COPY);
+		}
+	}
+	slot.fence = fence;
+	slot.tag = D->tag;
+	D->pending = slot;
+}
+
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t kind, int32_t fence, int64_t started_ns)
+{
+	if (kind == SITS_KMS_OWN) {
+		shown(L, D, SITS_Q_NONE, kind, fence, started_ns);
+		return;
+	}
+	struct sits_sink *s = sink(L, D);
+	int32_t index = sits_port_take(L, s);
+	shown(L, D, index, kind, fence, started_ns);
+	if (kind == SITS_KMS_COPY)
+		sits_let_go(L, s, index);   /* the CPU copy is done with it; a failed QBUF is retried */
+}
+
+/* Show the waiting frame: FB_ID on the plane; the mode, geometry and
+ * connector routing were set by Python's first commit and persist in the
+ * atomic state. No out-fence: the kernel signals a commit's out-fence and
+ * queues its flip event in one step (drm_send_event_helper), so the event
+ * already says what the fence would, and the fence would cost a sync_file,
+ * an fd, a poll() and a close() a frame. */
+static int commit(struct sits_queue *L, struct sits_kms *D, int32_t index)
+{
+	uint32_t objs[1] = {D->plane_id};
+	uint32_t counts[1] = {1};
+	uint32_t props[1] = {D->fb_prop};
+	uint64_t values[1] = {D->fb_id[index]};
+	struct drm_mode_atomic a;
+	memset(&a, 0, sizeof a);
+	a.flags = DRM_MODE_ATOMIC_NONBLOCK | DRM_MODE_PAGE_FLIP_EVENT;
+	a.count_objs = 1;
+	a.objs_ptr = (uint64_t)(uintptr_t)objs;
+	a.count_props_ptr = (uint64_t)(uintptr_t)counts;
+	a.props_ptr = (uint64_t)(uintptr_t)props;
+	a.prop_values_ptr = (uint64_t)(uintptr_t)values;
+	a.user_data = D->tag + 1;
+	int64_t started = sits_now_ns();
+	if (drmIoctl(D->dfd, DRM_IOCTL_MODE_ATOMIC, &a) < 0)
+		return sits_queue_fail(L, SITS_OP_ATOMIC, index);  /* the frame keeps waiting */
+	sits_port_take(L, sink(L, D));
+	shown(L, D, index, index, -1, started);
+	D->c_commits++;
+	return 0;
+}
+
+int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D)
+{
+	return sits_port_drop(L, sink(L, D));
+}
+
+int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D)
+{
+	int32_t index = sits_kms_waiting(L, D);
+	if (D->pending.index != SITS_Q_NONE || D->retire.index != SITS_Q_NONE || index == SITS_Q_NONE)
+		return 0;
+	if (D->paused)
+		return sits_kms_drop_waiting(L, D);     /* no display: the frame is dropped */
+	if (D->hold_commits)
+		return 0;
+	if (D->python_commits || D->displayed == D->hand_back_displayed
+	    || (D->hand_back_captured && sits_queue_captured(L) >= D->hand_back_captured))
+		return ask(L, D, SITS_KMS_ASK_COMMIT);
+	return commit(L, D, index);
+}
+
+/* The flip put pending on screen; the frame it replaced goes back. A
+ * commit of Python's carries an out-fence: the frame goes once that fence
+ * has signalled. The kernel signals it before it sends the flip event, so
+ * one poll() that does not wait settles it (a sync_file is readable once
+ * its fence has signalled). */
+static int retire(struct sits_queue *L, struct sits_kms *D, struct sits_kms_slot previous)
+{
+	int32_t fence = D->on_screen.fence;
+	if (fence >= 0) {
+		struct pollfd p = {.fd = fence, .events = POLLIN};
+		if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) {
+			D->retire = previous;   /* Python polls the fence, then calls retired() */
+			return previous.index == SITS_Q_NONE ? 0 : ask(L, D, SITS_KMS_ASK_FENCE);
+		}
+		close(fence);
+		D->on_screen.fence = -1;
+	}
+	return previous.index >= 0 ? sits_let_go(L, sink(L, D), previous.index) : 0;
+}
+
+int sits_kms_retired(struct sits_queue *L, struct sits_kms *D)
+{
+	if (D->on_screen.fence >= 0) {
+		close(D->on_screen.fence);
+		D->on_screen.fence = -1;
+	}
+	int32_t index = D->retire.index;
+	D->retire.index = SITS_Q_NONE;
+	return index >= 0 ? sits_let_go(L, sink(L, D), index) : 0;
+}
+
+int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D)
+{
+	char buf[1024];
+	ssize_t n = read(D->dfd, buf, sizeof buf);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : sits_queue_fail(L, SITS_OP_READ, -1);
+	for (ssize_t pos = 0; pos + (ssize_t)sizeof(struct drm_event) <= n;) {
+		struct drm_event *e = (struct drm_event *)(buf + pos);
+		pos += e->length > sizeof *e ? e->length : sizeof *e;
+		if (e->type != DRM_EVENT_FLIP_COMPLETE && e->type != DRM_EVENT_VBLANK)
+			continue;
+		struct drm_event_vblank *v = (struct drm_event_vblank *)e;
+		if (D->pending.index == SITS_Q_NONE || v->user_data != D->pending.tag)
+			continue;   /* not ours: a commit made before a mode change, say */
+		int64_t vblank_ns = (int64_t)v->tv_sec * 1000000000 + (int64_t)v->tv_usec * 1000;
+		D->last_vblank_ns = vblank_ns;
+		if (D->pending.index == SITS_KMS_OWN) {
+			/* the freeze frame of a lost camera: a copy of the frame on
+			 * screen, whose pixels stay there until a next frame replaces
+			 * them (as the kernel sees it: no frame took the plane) */
+			D->pending.record = D->on_screen.record;
+		} else {
+			sits_timeline_flip(L, D->pending.record, D->on_screen.record, vblank_ns, v->sequence);
+			D->displayed++;
+			int64_t flip_ns = vblank_ns;
+			if (flip_ns < D->pending.shown_from_ns) {
+				/* a vblank clock behind the capture clock (vkms's
+				 * overrun hrtimer in a slow VM): use arrival time */
+				D->anomalies++;
+				flip_ns = sits_now_ns();
+			}
+			sits_q_hist_add(&D->latency, flip_ns - D->pending.shown_from_ns);
+		}
+		struct sits_kms_slot previous = D->on_screen;
+		D->on_screen = D->pending;
+		D->pending.index = SITS_Q_NONE;
+		D->pending.fence = -1;
+		int r = retire(L, D, previous);
+		if (r)
+			return r;
+	}
+	return sits_kms_try_commit(L, D);
+}
+
+/* A frame came to the port: the last flip's event first, read now unless
+ * the DRM fd is watched (it commits), else a commit if one can be made. */
+static int kms_pump(struct sits_queue *L, struct sits_sink *s)
+{
+	struct sits_kms *D = s->state;
+	if (D->pending.index != SITS_Q_NONE && !s->fd_watched)
+		return sits_kms_flip_events(L, D);
+	return sits_kms_try_commit(L, D);
+}
+
+static int kms_on_fd(struct sits_queue *L, struct sits_sink *s)
+{
+	return sits_kms_flip_events(L, s->state);
+}
+
+/* The DRM fd is worth a wake-up of its own while a frame waits for the
+ * flip, or while the driver has too few buffers for a next frame to come. */
+static int kms_want_fd(struct sits_queue *L, struct sits_sink *s)
+{
+	struct sits_kms *D = s->state;
+	return D->pending.index != SITS_Q_NONE && (s->port_n > 0 || sits_queue_with_driver(L) < 2);
+}
+
+static const struct sits_sink_ops ops = {
+	.pump = kms_pump,
+	.on_fd = kms_on_fd,
+	.on_wake = NULL,
+	.want_fd = kms_want_fd,
+};
+
+const struct sits_sink_ops *sits_kms_sink(void)
+{
+	return &ops;
+}

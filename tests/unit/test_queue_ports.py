@@ -1,0 +1,95 @@
+"""A sink's port, in the frame queue's C, driven one frame at a time: a
+sink that cannot take a frame now (here: a Python sink whose last frame
+Python has not taken) keeps up to `depth` frames waiting, and its policy
+says what happens to more. Every frame is held while it waits; one the
+port drops goes back to the source at once, counted as the sink's."""
+import os
+import select
+
+import pytest
+
+from sits._kernel import ffi
+from sits.pipeline.frame_queue import NONE, FrameQueue
+
+BUFFERS = 6
+
+
+class Queue:
+    """A frame queue on the timer source with an eventfd for the timer (one
+    write: one tick), and one Python sink with the policy under test."""
+
+    def __init__(self, policy: str, depth: int):
+        self.ep = select.epoll()
+        self.q = q = FrameQueue(self.ep.fileno())
+        L = self.L = q.L
+        self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        L.timer, L.vfd, L.nbufs = 1, self.tick_fd, BUFFERS
+        for i in range(BUFFERS):
+            L.queued[i], L.queued_order[i] = 1, i + 1
+        L.queue_clock = BUFFERS
+        self.sink = q.add_sink(ffi.NULL, ffi.NULL, policy, depth)
+
+    def tick(self) -> int:
+        os.eventfd_write(self.tick_fd, 1)
+        return self.q.capture()
+
+    def waiting(self) -> list[int]:
+        """The sequence numbers waiting in the sink's port, oldest first."""
+        s = self.L.sinks[self.sink]
+        return [self.L.frames[s.port[i]].sequence for i in range(s.port_n)]
+
+    def close(self):
+        os.close(self.tick_fd)
+        self.ep.close()
+
+
+@pytest.fixture
+def queue():
+    made = []
+
+    def make(policy, depth):
+        made.append(Queue(policy, depth))
+        return made[-1]
+    yield make
+    for q in made:
+        q.close()
+
+
+def run(queue, policy, depth, frames=5):
+    """Frame 0 goes to Python (not taken), frames 1.. meet the port."""
+    q = queue(policy, depth)
+    for _ in range(frames):
+        q.tick()
+    assert q.L.delivered.index != NONE and q.L.delivered.sequence == 0
+    return q
+
+
+@pytest.mark.parametrize("policy,waiting,dropped", [
+    ("drop-oldest", [3, 4], {1, 2}),
+    ("drop-newest", [1, 2], {3, 4}),
+    ("latest", [4], {1, 2, 3}),
+])
+def test_a_full_port_drops_as_its_policy_says(queue, policy, waiting, dropped):
+    q = run(queue, policy, depth=2)
+    assert q.waiting() == waiting
+    counts = q.q.sink_counts(q.sink)
+    assert counts["dropped"] == len(dropped) and counts["waiting"] == len(waiting)
+    # a dropped frame's buffer went back to the source at once
+    back = {q.L.frames[i].sequence for i in range(BUFFERS) if q.L.queued[i] and q.L.frames[i].dequeued_ns}
+    assert back == dropped
+    held = {q.L.frames[i].sequence for i in range(BUFFERS) if q.L.holds[i]}
+    assert held == {0, *waiting}
+
+
+def test_block_stops_dequeuing_until_the_sink_takes_one(queue):
+    q = run(queue, "block", depth=2, frames=4)
+    assert q.waiting() == [1, 2] and q.q.blocked()
+    captured = q.q.captured
+    assert q.tick() == 0 and q.q.captured == captured        # the source waits: no frame taken
+    assert q.q.sink_counts(q.sink)["dropped"] == 0
+    q.L.delivered.index = NONE                               # Python takes frame 0 ...
+    q.q.pump(q.sink)                                         # ... and the port hands it frame 1
+    assert q.L.delivered.sequence == 1 and q.waiting() == [2] and not q.q.blocked()
+    q.tick()          # the three ticks that waited: one frame, the newest; two numbers skipped
+    assert q.q.captured == captured + 1 and q.waiting() == [2, 5]
+    assert q.q.source_counts()["sequence_gaps"] == 2
