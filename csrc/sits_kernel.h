@@ -64,6 +64,7 @@ typedef __typeof__(((struct v4l2_format *)0)->fmt) sits_v4l2_format_fmt;
 typedef __typeof__(((struct v4l2_streamparm *)0)->parm) sits_v4l2_streamparm_parm;
 
 #include "sits_ioctls.h"
+#include "sits_vblank.h"     /* sits/include: the late rule, the BPF programs' too */
 #include "frame_queue.h"     /* sits/pipeline: the frame queue's interface */
 
 #endif

@@ -99,10 +99,11 @@ def vblank_within(grid, lo, hi) -> bool:
     are turned on again, after drm's off-delay (none wanted for 5 s, as
     while the camera is replugged) -- a fresh-clone run failed the replug
     test on the first frame shown after it, checked on the old phase."""
+    from sits._kernel import lib
     period, seen = grid
     i = bisect.bisect_right(seen, lo)
-    # ceil((lo - ref) / p) <= floor((hi - ref) / p)
-    return any(-((ref - lo) // period) <= (hi - ref) // period for ref in seen[max(0, i - 1):i + 1])
+    # the product's grid (sits_vblank.h): the last vblank at or before hi is at or after lo
+    return any(lib.sits_vblank_before(ref, period, hi) >= lo for ref in seen[max(0, i - 1):i + 1])
 
 
 def joined_as_sits_saw_them(kernel, own, copied):

@@ -37,6 +37,7 @@
  * its kprobe twin named ..._kp, and user space loads one set
  * (the kprobes of sits/ebpf/points.py's JOURNEY_PROGRAMS). */
 #include "common.bpf.h"
+#include "sits_vblank.h"   /* the late rule, the frame queue's too */
 
 struct vb2_queue___sits {
 	unsigned int streaming:1;
@@ -603,17 +604,11 @@ static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_
 		 * last one at or before the start, on the grid of the vblanks seen
 		 * (a vblank's event may run before or after a commit that began
 		 * near it: the stamp is its timer's expiry; sits' timeline, which
-		 * sees only its flips' vblanks, has the same rule) */
-		__u64 v = cf->vblank_ns, per = cf->period_ns;
+		 * sees only its flips' vblanks, has the same rule: sits_vblank.h) */
+		__u64 late = sits_late_ns(cf->vblank_ns, cf->period_ns, f->dequeued_ns, c->start_ns);
 
-		if (v && per) {
-			if (c->start_ns >= v)
-				v += (c->start_ns - v) / per * per;
-			else
-				v -= (v - c->start_ns + per - 1) / per * per;
-		}
-		if (f->dequeued_ns && v > f->dequeued_ns && v < c->start_ns)
-			f->late_ns = c->start_ns - v;
+		if (late)
+			f->late_ns = late;
 	}
 	f->committed_ns = c->start_ns;
 	return 0;

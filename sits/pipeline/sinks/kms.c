@@ -77,17 +77,6 @@ static struct sits_sink *sink(struct sits_queue *L, struct sits_kms *D)
 	return &L->sinks[D->sink];
 }
 
-/* The last vblank at or before `ns`. Flip events tell of the vblanks that
- * completed a commit only; the others are on the same grid, a mode's frame
- * time apart (what the kernel's journey sees as every vblank's event). */
-static int64_t vblank_before(const struct sits_kms *D, int64_t ns)
-{
-	int64_t v = D->last_vblank_ns, p = D->vblank_period_ns;
-	if (!v || p <= 0)
-		return v;
-	return ns >= v ? v + (ns - v) / p * p : v - (v - ns + p - 1) / p * p;
-}
-
 static int ask(struct sits_queue *L, struct sits_kms *D, int what)
 {
 	D->asks = what;
@@ -131,11 +120,14 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 		}
 		if (f->record) {
 			/* late: a vblank came between its dequeue and this commit's
-			 * start (the rule journey.bpf.c's set_fb() has) */
-			int64_t vblank = vblank_before(D, started_ns), late = 0;
-			if (vblank > f->dequeued_ns && vblank < started_ns)
-				late = started_ns - vblank;
-			sits_timeline_committed(L, f->record, started_ns, late, kind == SITS_KMS_COPY);
+			 * start (sits_vblank.h, journey.bpf.c's rule too). Flip
+			 * events tell of the vblanks that completed a commit only;
+			 * the others are on the same grid, a mode's frame time apart
+			 * (what the kernel's journey sees as every vblank's event). */
+			__u64 late = sits_late_ns((__u64)D->last_vblank_ns,
+						  D->vblank_period_ns > 0 ? (__u64)D->vblank_period_ns : 0,
+						  (__u64)f->dequeued_ns, (__u64)started_ns);
+			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, kind == SITS_KMS_COPY);
 		}
 	}
 	slot.fence = fence;
