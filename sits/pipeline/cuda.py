@@ -577,7 +577,7 @@ class CudaConsumer(Consumer):
         self.latencies_ms.clear()
         self.latencies_ms.extend(q.latencies)
         self.release_ms.clear()
-        self.release_ms.extend(q.cuda_release_ms)
+        self.release_ms.extend(q.release_ms)
 
     def _wait_in_flight(self, timeout_s: float) -> bool:
         """Dispatch completions until none is pending or the time is up; the
