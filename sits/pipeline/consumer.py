@@ -9,24 +9,24 @@ loop through `PipelineContext.watch()`; its deadline (a batch that must be
 flushed) through `timeout()`. Leases are released on the loop's thread only:
 work done elsewhere wakes the loop (an eventfd) and releases there.
 
-Back-pressure is explicit and per consumer (`Port`): a consumer that is not
-`ready()` gets its frames queued up to `depth`; past that its policy decides
-and every drop is counted under the consumer's name:
+Back-pressure is explicit and per consumer (`Port`): each consumer is a
+sink of the frame queue of its own, whose port (in C, frame_queue.c) keeps
+its frames while it is not `ready()`, up to `depth`; past that its policy
+decides and every drop is counted under the consumer's name:
 
-* ``drop-oldest``: the oldest queued frame is released, the new one queued;
+* ``drop-oldest``: the oldest waiting frame is released, the new one waits;
 * ``drop-newest``: the new frame is not given to this consumer;
-* ``block``: the pipeline stops dequeuing until the consumer takes the
-  queued frame; the driver then runs out of buffers and skips frames itself
+* ``latest``: only the newest frame waits (any depth);
+* ``block``: the pipeline stops dequeuing until the consumer takes a
+  waiting frame; the driver then runs out of buffers and skips frames itself
   (counted as ``sequence_gap``, from V4L2's sequence numbers).
 """
 from __future__ import annotations
 
-import collections
 from typing import Callable
 
 from sits.errors import UsageError
-
-POLICIES = ("drop-oldest", "drop-newest", "block")
+from sits.pipeline.frame_queue import PORT_DEPTH, POLICIES
 
 
 class Consumer:
@@ -105,47 +105,48 @@ class PipelineContext:
 
 
 class Port:
-    """A consumer's queue in front of it, with its drop policy."""
+    """A consumer's sink in the frame queue: the Python half of a sink with
+    no C half, whose port (its policy, its depth) is the queue's."""
 
     def __init__(self, consumer: Consumer, policy: str = "drop-oldest", depth: int = 1):
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
-        if depth < 1:
-            raise UsageError(f"queue depth {depth} is not positive")
+        if not 1 <= depth <= PORT_DEPTH:
+            raise UsageError(f"queue depth {depth}: 1 to {PORT_DEPTH}")
         self.consumer, self.policy, self.depth = consumer, policy, depth
-        self.queue: collections.deque = collections.deque()
-        self.drops = 0      # released by the policy
-        self.taken = 0      # handed to the consumer
-        self.left = 0       # still queued when the pipeline stopped (released then)
+        self.queue = self.sink = None
+        self.left = 0       # still waiting when the pipeline stopped (released then)
 
-    @property
-    def blocked(self) -> bool:
-        """A blocking consumer whose queue is full: the source must wait."""
-        return self.policy == "block" and len(self.queue) >= self.depth
+    def attach(self, queue) -> None:
+        """Take frames from `queue` from now on (a consumer that works in Python)."""
+        self.queue = queue
+        self.sink = queue.add_sink(None, None, self.policy, self.depth, half=self)
+        self.ready_changed()
 
-    def offer(self, frame) -> None:
-        self.queue.append((frame, frame.lease(self.consumer.name)))
-        self.pump()
-        if len(self.queue) > self.depth:  # never for "block": the source waits first
-            _, lease = self.queue.pop() if self.policy == "drop-newest" else self.queue.popleft()
-            lease.release()
-            self.drops += 1
+    def give(self, frame) -> None:
+        """A frame the queue handed over: the consumer takes it with a lease of its own."""
+        self.consumer.take(frame, frame.lease(self.consumer.name))
+        self.ready_changed()
 
-    def pump(self) -> None:
-        """Hand queued frames over while the consumer is ready."""
-        while self.queue and self.consumer.ready():
-            frame, lease = self.queue.popleft()
-            self.taken += 1
-            self.consumer.take(frame, lease)
+    def ready_changed(self) -> None:
+        """Tell the queue whether the consumer takes a frame now."""
+        if self.queue is not None:
+            self.queue.set_ready(self.sink, self.consumer.ready())
 
     def clear(self) -> None:
-        while self.queue:
-            self.queue.popleft()[1].release()
-            self.left += 1
+        """The pipeline stops: what waits is released (counted as left)."""
+        if self.queue is not None:
+            self.left += self.queue.sink_counts(self.sink)["waiting"]
+            self.queue.release_all(self.sink)
+
+    @property
+    def drops(self) -> int:
+        return self.queue.sink_counts(self.sink)["dropped"] if self.queue is not None else 0
 
     def counts(self) -> dict:
         """Every frame offered is one of these."""
-        return {"taken": self.taken, "dropped": self.drops, "left": self.left}
+        c = self.queue.sink_counts(self.sink) if self.queue is not None else {"taken": 0, "dropped": 0}
+        return {"taken": c["taken"], "dropped": c["dropped"], "left": self.left}
 
 
 class CallbackConsumer(Consumer):

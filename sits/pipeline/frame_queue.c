@@ -290,6 +290,7 @@ int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, v
 	s->policy = policy;
 	s->depth = depth;
 	s->offered = offered;
+	s->ready = 1;
 	s->fd = -1;
 	return s->id;
 }
@@ -341,10 +342,11 @@ static int port_offer(struct sits_queue *L, struct sits_sink *s, int32_t index)
 	return 0;
 }
 
-/* A Python sink takes what waits while Python has taken the last. */
+/* A Python sink takes what waits while its Python half is ready and
+ * Python has taken the last frame handed over. */
 static int python_pump(struct sits_queue *L, struct sits_sink *s)
 {
-	if (L->delivered.index != SITS_Q_NONE)
+	if (!s->ready || L->delivered.index != SITS_Q_NONE)
 		return 0;
 	int32_t index = sits_port_take(L, s);
 	if (index == SITS_Q_NONE)
@@ -464,7 +466,7 @@ int sits_queue_capture(struct sits_queue *L)
 		}
 	}
 	if (blocked(L))
-		return ret;
+		return ret ? ret : SITS_Q_BLOCKED;   /* Python takes the source's fd out of the loop */
 	int got = L->timer ? timer_tick(L, &f) : v4l2_dequeue(L, &f);
 	if (got <= 0)
 		return got < 0 ? -got : ret;

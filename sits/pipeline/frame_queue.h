@@ -37,6 +37,7 @@ enum {
 	SITS_Q_FULL = 5,        /* the timeline's array is full */
 	SITS_Q_ERROR = 6,       /* err_op failed with err (on buffer err_index) */
 	SITS_Q_DELIVER = 7,     /* a frame for a Python sink is in `delivered` */
+	SITS_Q_BLOCKED = 8,     /* a blocking sink's port is full: the source is not dequeued */
 };
 
 /* What a port does with a frame that comes while its sink cannot take it
@@ -105,6 +106,7 @@ struct sits_sink {
 	void *state;                       /* the C half's own struct */
 	int32_t id;                        /* its bit in a buffer's holders */
 	int32_t offered;                   /* every frame is offered to it (0: it holds only what it is given) */
+	int32_t ready;                     /* Python's: its Python half takes a frame now */
 	int32_t policy, depth;             /* its port */
 	int32_t port[SITS_Q_PORT_DEPTH];   /* buffers waiting for it, oldest first */
 	int32_t port_n;

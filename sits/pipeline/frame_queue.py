@@ -25,6 +25,7 @@ OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
        lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery"}
 NONE = lib.SITS_Q_NONE
+PORT_DEPTH = lib.SITS_Q_PORT_DEPTH   # the most frames a sink's port keeps
 #: a port's policies by name (frame_queue.h's SITS_POLICY_)
 POLICIES = {"latest": lib.SITS_POLICY_LATEST, "drop-oldest": lib.SITS_POLICY_DROP_OLDEST,
             "drop-newest": lib.SITS_POLICY_DROP_NEWEST, "block": lib.SITS_POLICY_BLOCK}
@@ -50,7 +51,7 @@ class FrameQueue:
         self._halves: dict[int, object] = {}    # sink id -> its Python half
         # Python's own sink: the frames Python's consumers are offered, and
         # every buffer a Frame object holds
-        self.python_sink = self.add_sink(ffi.NULL, ffi.NULL, "block", lib.SITS_Q_PORT_DEPTH, offered=False)
+        self.python_sink = self.add_sink(None, None, "block", lib.SITS_Q_PORT_DEPTH, offered=False)
 
     # -------------------------------------------------------------- sinks
     def add_sink(self, ops, state, policy: str, depth: int, half=None, offered: bool = True) -> int:
@@ -60,7 +61,8 @@ class FrameQueue:
         (`asking()`). Its id."""
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
-        sink = lib.sits_queue_add_sink(self.L, ops, state, POLICIES[policy], depth, int(offered))
+        sink = lib.sits_queue_add_sink(self.L, ops if ops is not None else ffi.NULL,
+                                       state if state is not None else ffi.NULL, POLICIES[policy], depth, int(offered))
         if sink < 0:
             raise UsageError(f"a sink with policy {policy} and depth {depth}: at most "
                              f"{lib.SITS_Q_MAX_SINKS} sinks, depth 1 to {lib.SITS_Q_PORT_DEPTH}")
@@ -83,6 +85,10 @@ class FrameQueue:
         if watched is not None:
             s.fd_watched = int(watched)
         return bool(s.fd_watched)
+
+    def set_ready(self, sink: int, ready: bool) -> None:
+        """A Python sink's Python half takes a frame now (or not)."""
+        self.L.sinks[sink].ready = int(ready)
 
     def sink_counts(self, sink: int) -> dict:
         s = self.L.sinks[sink]
@@ -262,17 +268,31 @@ class FrameQueue:
         """The sequence number of the frame in buffer `index` (out of the driver)."""
         return self.L.frames[index].sequence
 
-    def take_delivered(self) -> Frame | None:
-        """The frame C handed to Python's sink, if any (held until its Frame's last lease goes)."""
-        slot = self.L.delivered
-        if slot.index == NONE:
-            return None
-        index = slot.index
-        slot.index = NONE
-        frame = self.frames.get(index)
-        if frame is None:
+    def deliveries(self):
+        """The frames C hands to Python's sinks, as (frame, sink), one after
+        another while a ready sink has one waiting: from each, the Frame
+        holds the buffer (until its last lease goes), not the sink."""
+        L = self.L
+        while True:
+            slot = L.delivered
+            if slot.index == NONE:
+                for sink in range(L.nsinks):
+                    s = L.sinks[sink]
+                    if s.ops == ffi.NULL and s.ready and s.port_n:
+                        lib.sits_queue_pump(L, sink)
+                        break
+                else:
+                    return
+                continue
+            index, sink = slot.index, L.delivered_sink
+            slot.index = NONE
             frame = self.frame(index)
-        return frame
+            lib.sits_queue_release(L, sink, index)
+            yield frame, sink
+
+    def half(self, sink: int):
+        """The Python half of `sink`."""
+        return self._halves[sink]
 
     # --------------------------------------------------------------- steps
     def run(self, timeout_ms: int) -> int:

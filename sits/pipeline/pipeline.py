@@ -68,11 +68,8 @@ class Pipeline:
         self._poller = None
         self.queue: FrameQueue | None = None
         self._stats_base = CaptureStats()
-        self._last_sequence = None
-        self._py_gaps = 0
         self._passes = None
         self._python_passes = self._c_loop_commits = 0
-        self._python_ports = self.ports   # those fed from Python (not a consumer working inside the queue)
 
     # ------------------------------------------------------------- control
     def request_stop(self, reason: str = "signal") -> None:
@@ -179,12 +176,12 @@ class Pipeline:
         self.watch(self._stop_r, lambda: os.read(self._stop_r, 64))
         src = self.source
         v4l2 = isinstance(src, CaptureDevice)
-        if v4l2 or getattr(src, "timer_fd", None) is not None:   # the frame queue drives it
-            self.queue = FrameQueue(self._poller.fileno())
-            self.queue.attach(src)
+        if not v4l2 and getattr(src, "timer_fd", None) is None:
+            raise UsageError(f"{src.path}: a pipeline's source is a V4L2 device or a timer source "
+                             "(the frame queue drives it)")
+        self.queue = FrameQueue(self._poller.fileno())
+        self.queue.attach(src)
         if self.timeline is not None:
-            if self.queue is None:
-                raise UsageError("a timeline needs a V4L2 or timer source (the frame queue times the frames)")
             from sits.pipeline.timeline import Timeline
             timeline = Timeline(self.timeline)
             self._closers.append(timeline)   # closed here too when the run fails before its end
@@ -196,11 +193,10 @@ class Pipeline:
         for port in self.ports:
             ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail, self.queue)
             self._guard(port, port.consumer.start, ctx)
-        self._python_ports = [p for p in self.ports if not p.consumer.in_queue]
-        if self.queue is not None:
-            self.queue.offer(self.queue.python_sink, bool(self._python_ports))
-            if v4l2:
-                self._monitor()
+            if not port.consumer.in_queue:   # one that works in Python: a sink of its own
+                port.attach(self.queue)
+        if v4l2:
+            self._monitor()
         self.start_source(src)
         if self.display is not None:
             self._handlers[self.display.card.fileno()] = self.display.flip_events
@@ -311,8 +307,7 @@ class Pipeline:
             if self.queue is not None and self.queue.failed is not None:
                 failed, self.queue.failed = self.queue.failed, None
                 self._on_queue_error(failed)
-            self._watch_source(capturing and self.source is not None
-                               and not any(p.blocked for p in self.ports))
+            self._watch_source(capturing and self.source is not None and not self.queue.blocked())
             timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
             if self.queue is not None and self.c_loop and self.source is not None:
                 self.queue.frames_limit = frames if capturing and frames else 0
@@ -374,7 +369,8 @@ class Pipeline:
             t = port.consumer.timeout()
             if t is not None and t <= 0:
                 self._guard(port, port.consumer.tick)
-            self._guard(port, port.pump)
+            self._guard(port, port.ready_changed)
+        self._deliver_all()
 
     def _writeback_grace(self) -> float:
         wb = self.display.writeback if self.display is not None else None
@@ -397,12 +393,7 @@ class Pipeline:
 
     # -------------------------------------------------------------- frames
     def _on_source(self) -> None:
-        if self.queue is not None:
-            self._step(self.queue.capture)
-            return
-        frame = self.source.dequeue()
-        if frame is not None:
-            self._deliver(frame)
+        self._step(self.queue.capture)
 
     def _step(self, fn) -> int:
         """One step of the frame queue, with the display's numbers current."""
@@ -413,9 +404,7 @@ class Pipeline:
     def handle(self, code: int) -> int:
         """Act on what a step of the frame queue reported."""
         q = self.queue
-        frame = q.take_delivered()
-        if frame is not None:
-            self._deliver(frame)
+        self._deliver_all()
         if self.display is not None:
             self.display.try_freeze()
         if code == lib.SITS_Q_SINK:
@@ -432,18 +421,16 @@ class Pipeline:
             self._stop_reason = self._stop_reason or "frames"
         return code
 
-    def _deliver(self, frame) -> None:
-        self._last_frame = time.monotonic()
-        if self.queue is None:   # a source dequeued here: its counts are ours
-            self.summary.frames_captured += 1
-            last = self._last_sequence
-            if last is not None and frame.sequence > last + 1:
-                self._py_gaps += frame.sequence - last - 1
-            self._last_sequence = frame.sequence
-        for port in self._python_ports:
-            self._guard(port, port.offer, frame)
-        if not frame.holders:    # nobody took it
-            frame.lease("pipeline").release()
+    def _deliver_all(self) -> None:
+        """The frames the queue hands to the consumers that work in Python."""
+        for frame, sink in self.queue.deliveries():
+            self._last_frame = time.monotonic()
+            port = self.queue.half(sink)
+            try:
+                self._guard(port, port.give, frame)
+            finally:
+                if not frame.holders:    # it did not keep it
+                    frame.lease("pipeline").release()
 
     def _on_queue_error(self, exc: QueueError) -> None:
         """A DQBUF or QBUF of the frame queue failed."""
@@ -486,7 +473,7 @@ class Pipeline:
         if src is not None:
             st.add(src.stats)
         q = self.queue
-        gaps = self._py_gaps
+        gaps = 0
         if q is not None:
             s.frames_captured = q.captured
             c = q.source_counts()

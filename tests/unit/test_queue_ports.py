@@ -8,7 +8,7 @@ import select
 
 import pytest
 
-from sits._kernel import ffi
+from sits._kernel import ffi, lib
 from sits.pipeline.frame_queue import NONE, FrameQueue
 
 BUFFERS = 6
@@ -85,7 +85,7 @@ def test_block_stops_dequeuing_until_the_sink_takes_one(queue):
     q = run(queue, "block", depth=2, frames=4)
     assert q.waiting() == [1, 2] and q.q.blocked()
     captured = q.q.captured
-    assert q.tick() == 0 and q.q.captured == captured        # the source waits: no frame taken
+    assert q.tick() == lib.SITS_Q_BLOCKED and q.q.captured == captured   # the source waits: no frame taken
     assert q.q.sink_counts(q.sink)["dropped"] == 0
     q.L.delivered.index = NONE                               # Python takes frame 0 ...
     q.q.pump(q.sink)                                         # ... and the port hands it frame 1
@@ -93,3 +93,16 @@ def test_block_stops_dequeuing_until_the_sink_takes_one(queue):
     q.tick()          # the three ticks that waited: one frame, the newest; two numbers skipped
     assert q.q.captured == captured + 1 and q.waiting() == [2, 5]
     assert q.q.source_counts()["sequence_gaps"] == 2
+
+
+def test_a_python_sink_that_is_not_ready_is_handed_nothing_until_it_is(queue):
+    """Python's consumer says it cannot take a frame (its `ready()`): its
+    frames wait in its port, held; once ready, one is handed over."""
+    q = queue("drop-oldest", depth=2)
+    q.q.set_ready(q.sink, False)
+    q.tick()
+    q.tick()
+    assert q.L.delivered.index == NONE and q.waiting() == [0, 1]
+    q.q.set_ready(q.sink, True)
+    q.q.pump(q.sink)
+    assert q.L.delivered.sequence == 0 and q.waiting() == [1]
