@@ -139,8 +139,8 @@ class KmsDisplay:
         return self.K.pending.index != NONE or self.K.retire.index != NONE
 
     def holds(self, index: int) -> bool:
-        """Buffer `index` is committed, on screen or leaving the screen."""
-        return bool(lib.sits_kms_holds(self.K, index))
+        """Buffer `index` waits for a commit, is committed, on screen or leaving the screen."""
+        return self.queue.holds(self.sink, index)
 
     def counts(self) -> dict:
         K = self.K

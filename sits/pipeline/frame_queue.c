@@ -363,7 +363,7 @@ int sits_queue_pump(struct sits_queue *L, int32_t sink)
 }
 
 /* A blocking sink's port is full: the source is not dequeued. */
-static int blocked(struct sits_queue *L)
+int sits_queue_blocked(struct sits_queue *L)
 {
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
@@ -465,7 +465,7 @@ int sits_queue_capture(struct sits_queue *L)
 				ret = r;
 		}
 	}
-	if (blocked(L))
+	if (sits_queue_blocked(L))
 		return ret ? ret : SITS_Q_BLOCKED;   /* Python takes the source's fd out of the loop */
 	int got = L->timer ? timer_tick(L, &f) : v4l2_dequeue(L, &f);
 	if (got <= 0)

@@ -172,6 +172,7 @@ int sits_queue_requeue_idle(struct sits_queue *L);
 int64_t sits_queue_next_deadline(struct sits_queue *L);
 int sits_queue_deadlines(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
+int sits_queue_blocked(struct sits_queue *L);
 void sits_queue_timeline_device_gone(struct sits_queue *L);
 void sits_queue_timeline_end(struct sits_queue *L);
 void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);

@@ -94,10 +94,13 @@ class FrameQueue:
         s = self.L.sinks[sink]
         return {"taken": s.taken, "dropped": s.dropped, "waiting": s.port_n}
 
+    def holds(self, sink: int, index: int) -> bool:
+        """`sink` holds buffer `index` (works on it, or it waits in its port)."""
+        return bool(self.L.holds[index] >> sink & 1)
+
     def holding(self, sink: int) -> bool:
-        """`sink` holds a buffer, or one waits for it."""
-        L = self.L
-        return bool(L.sinks[sink].port_n) or any(L.holds[i] >> sink & 1 for i in range(L.nbufs))
+        """`sink` holds a buffer."""
+        return any(self.holds(sink, i) for i in range(self.L.nbufs))
 
     def release_all(self, sink: int) -> None:
         """`sink` stops: it lets go of every buffer it holds or that waits for it."""
@@ -220,9 +223,7 @@ class FrameQueue:
 
     def blocked(self) -> bool:
         """A blocking sink's port is full: the source must not be dequeued."""
-        L = self.L
-        return any(L.sinks[i].offered and L.sinks[i].policy == lib.SITS_POLICY_BLOCK
-                   and L.sinks[i].port_n >= L.sinks[i].depth for i in range(L.nsinks))
+        return bool(lib.sits_queue_blocked(self.L))
 
     # ------------------------------------------------------------ timeline
     def record_timeline(self, timeline) -> None:

@@ -108,15 +108,11 @@ class Pipeline:
         if fence is None:
             callback()
             return
-        fd = fence.fileno()
 
         def signalled():
-            self.unwatch(fd)
-            self._fences.discard(fd)
             fence.close()
             callback()
-        self.watch(fd, signalled)
-        self._fences.add(fd)
+        self.watch_fence_fd(fence.fileno(), signalled)
 
     @property
     def stopping(self) -> bool:

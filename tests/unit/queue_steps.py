@@ -114,7 +114,7 @@ class KmsStandIn:
         return self.q.step(lib.sits_kms_try_commit, self.K)
 
     def holds(self, index: int) -> bool:
-        return bool(lib.sits_kms_holds(self.K, index)) or self.waiting() == index
+        return self.q.holds(self.sink, index)
 
     def close(self) -> None:
         for slot in (self.K.pending, self.K.on_screen, self.K.retire):

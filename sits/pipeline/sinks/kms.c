@@ -69,7 +69,6 @@ void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t kind, 
 int sits_kms_retired(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D);
 int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D);
-int sits_kms_holds(struct sits_kms *D, int32_t index);
 /* cdef-end */
 
 static struct sits_sink *sink(struct sits_queue *L, struct sits_kms *D)
@@ -89,11 +88,6 @@ int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
 {
 	struct sits_sink *s = sink(L, D);
 	return s->port_n ? s->port[0] : SITS_Q_NONE;
-}
-
-int sits_kms_holds(struct sits_kms *D, int32_t index)
-{
-	return index == D->pending.index || index == D->on_screen.index || index == D->retire.index;
 }
 
 /* A commit of buffer `index` (or a copy or an own buffer: `kind`) was made,
