@@ -469,14 +469,10 @@ class Pipeline:
         if src is not None:
             st.add(src.stats)
         q = self.queue
-        gaps = 0
+        c = q.source_counts() if q is not None else dict.fromkeys(("buffer_errors", "requeue_errors",
+                                                                   "sequence_gaps"), 0)
         if q is not None:
             s.frames_captured = q.captured
-            c = q.source_counts()
-            st.dequeued += c["dequeued"]
-            st.buffer_errors += c["buffer_errors"]
-            st.requeue_errors += c["requeue_errors"]
-            gaps += c["sequence_gaps"]
         if self.display is not None and self.display.K is not None:
             d = self.display.counts()
             s.frames_displayed, s.frames_dropped = d["displayed"], d["dropped"]
@@ -488,10 +484,10 @@ class Pipeline:
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
-        s.buffer_errors = st.buffer_errors
-        s.v4l2_errors = {"requeue": st.requeue_errors, "dequeue": st.dequeue_errors,
+        s.buffer_errors = c["buffer_errors"]
+        s.v4l2_errors = {"requeue": c["requeue_errors"], "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
-        s.drops = {"sequence_gap": gaps}
+        s.drops = {"sequence_gap": c["sequence_gaps"]}
         if self.display is not None:
             s.drops["display"] = s.frames_dropped
             if self.display.writeback is not None:

@@ -114,9 +114,8 @@ class Frame:
 
 @dataclass
 class CaptureStats:
-    dequeued: int = 0
-    buffer_errors: int = 0      # buffers the driver flagged V4L2_BUF_FLAG_ERROR
-    requeue_errors: int = 0     # QBUF refused (retried on the next dequeue)
+    """What the device object counts; what each buffer meets (dequeues,
+    error buffers, refused requeues) the frame queue counts."""
     dequeue_errors: int = 0     # DQBUF failed (the queue is restarted)
     setup_retries: int = 0      # REQBUFS / STREAMON refused once, then retried
     stream_restarts: int = 0
@@ -133,7 +132,7 @@ class CaptureDevice(VideoDevice):
     streaming, closes every dma-buf and frees the driver's buffers."""
 
     __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "queue_owner", "_memory_type",
-                 "_allocator", "_unqueued")
+                 "_allocator")
 
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd, path)
@@ -150,18 +149,12 @@ class CaptureDevice(VideoDevice):
         self.fps = 0.0
         self._memory_type = lib.V4L2_MEMORY_MMAP
         self._allocator = None
-        self._unqueued: list[CaptureBuffer] = []  # QBUF failed; retried
-        self.queue_owner = None   # set while the C flip loop queues buffers (release(buf))
+        self.queue_owner = None   # the C frame queue that queues and dequeues the buffers
 
     @property
     def memory_type(self) -> int:
         """V4L2_MEMORY_MMAP or V4L2_MEMORY_DMABUF, as the buffers were requested."""
         return self._memory_type
-
-    @property
-    def unqueued(self) -> tuple:
-        """Buffers whose QBUF the driver refused, retried at the next dequeue."""
-        return tuple(self._unqueued)
 
     @classmethod
     def first(cls) -> "CaptureDevice":
@@ -270,39 +263,11 @@ class CaptureDevice(VideoDevice):
             self._allocator.close()
             self._allocator = None
 
-    def _queue(self, buf: CaptureBuffer) -> None:
-        raw.qbuf(self.fileno(), buf.index, self._memory_type,
-                 dmabuf_fd=buf.dmabuf.fileno() if self._memory_type == lib.V4L2_MEMORY_DMABUF else -1,
-                 length=buf.dmabuf.size)
-        buf.queued = True
-
     def requeue(self, buf: CaptureBuffer) -> None:
-        """Called when a frame's last lease goes: the buffer may be filled
-        again. While the C flip loop owns the queue it decides (its display
-        slots may still hold the buffer)."""
+        """A frame's last lease went: the frame queue decides (another sink
+        may still hold the buffer)."""
         if self.queue_owner is not None:
             self.queue_owner.release(buf)
-            return
-        if not self.streaming or buf.queued or buf.leased or self.closed:
-            return
-        try:
-            self._queue(buf)
-        except OSError as exc:
-            self.requeue_failed(buf, exc)
-
-    def requeue_failed(self, buf: CaptureBuffer, exc: OSError) -> None:
-        """QBUF of `buf` was refused (here, or by the C flip loop)."""
-        buf.queued = False
-        if is_disconnect(exc):
-            # the device is gone: the buffer stays ours; dequeue() or the
-            # event loop reports the disconnection, not a lease release
-            self.streaming = False
-            return
-        # A refused QBUF (vivid injects these) must not lose the buffer:
-        # count it and try again on the next dequeue.
-        self.stats.requeue_errors += 1
-        if buf not in self._unqueued:
-            self._unqueued.append(buf)
 
     def _retry_once(self, call, *args):
         """Drivers may refuse a set-up ioctl once (vivid's error injection,
@@ -319,13 +284,9 @@ class CaptureDevice(VideoDevice):
     def start(self) -> None:
         if not self.buffers:
             self.allocate()
-        if self.queue_owner is not None:
-            self.queue_owner.requeue_idle()
-        else:
-            for b in self.buffers:
-                if not b.queued and not b.leased:
-                    self._queue(b)
-        self._unqueued.clear()
+        if self.queue_owner is None:
+            raise UsageError(f"{self.path}: a frame queue queues its buffers (FrameQueue.attach, or a Pipeline)")
+        self.queue_owner.requeue_idle()
         try:
             self._retry_once(raw.streamon, self.fileno())
         except BaseException:
@@ -354,32 +315,8 @@ class CaptureDevice(VideoDevice):
         self.stats.stream_restarts += 1
         self.start()
 
-    def dequeue(self) -> Frame | None:
-        """The next good frame, or None when none is ready. Buffers the
-        driver marks with V4L2_BUF_FLAG_ERROR are counted and requeued, never
-        returned."""
-        for buf in self._unqueued[:]:
-            self._unqueued.remove(buf)
-            self.requeue(buf)
-        while True:
-            try:
-                d = raw.dqbuf(self.fileno(), self._memory_type)
-            except OSError as exc:
-                self.dequeue_failed(exc)
-                return None
-            if d is None:
-                return None
-            buf = self.buffers[d.index]
-            buf.queued = False
-            self.stats.dequeued += 1
-            if d.error:
-                self.stats.buffer_errors += 1
-                self.requeue(buf)
-                continue
-            return Frame(self, buf, d)
-
     def dequeue_failed(self, exc: OSError) -> None:
-        """DQBUF failed (here, or in the C flip loop). A disconnection is
+        """The frame queue's DQBUF failed. A disconnection is
         raised; anything else is a fatal queue error (vb2_queue_error), which
         fails every DQBUF until STREAMOFF: restart the queue, keep leased
         buffers."""

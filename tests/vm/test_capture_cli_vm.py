@@ -108,10 +108,14 @@ def test_no_permission_hints_at_the_video_group(vivid_path):
 
 
 def test_device_busy(sits, vivid_path, vkms_path):
+    import select
+
+    from sits.pipeline.frame_queue import FrameQueue
     from sits.v4l2.capture import CaptureDevice
-    with CaptureDevice.open(vivid_path) as other:
+    with CaptureDevice.open(vivid_path) as other, select.epoll() as ep:
         other.configure("XR24", (640, 480))
         other.allocate(2)
+        FrameQueue(ep.fileno()).attach(other)
         other.start()
         one_line_error(sits("capture", "--to-kms", "--device", vivid_path, "--card", vkms_path,
                             "--format", "XR24", "--size", "640x480", "--frames", "3"), 1, "device busy")
