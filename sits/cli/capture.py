@@ -57,8 +57,6 @@ OPTIONS = [
         "Batch frames while each still meets this capture->tensor budget.", min=0.1),
     Opt("--cuda-matrix", "cuda_matrix", fastargs.STR, "bt601", "YUV colour matrix: bt601 | bt709 | bt2020."),
     Opt("--json", "as_json", fastargs.FLAG, False, "No status line; print the summary as one JSON object."),
-    Opt("--python-loop", "python_loop", fastargs.FLAG, False,
-        "Every event through Python's epoll (no C loop); for comparison.", hidden=True),
 ]
 #: option -> (run_capture keyword, kind), for fastargs
 FAST = {o.flag: (o.dest, o.kind) for o in OPTIONS}
@@ -143,8 +141,7 @@ def run_capture(consumers=(), **kw) -> None:
                           size=_size(kw["size"]), fps=kw["fps"], frames=kw["frames"], duration=kw["duration"],
                           memory=kw["memory"], buffers=kw["buffers"], display=kw["to_kms"], verify=kw["verify"],
                           verify_every=kw["verify_every"], snapshot=kw["snapshot"], timeline=kw["timeline"],
-                          reconnect=kw["reconnect"],
-                          c_loop=not kw["python_loop"])
+                          reconnect=kw["reconnect"])
     check(opts)
     consumers = list(consumers) + ([_cuda_consumer(kw)] if kw["to_cuda"] else [])
     live = None

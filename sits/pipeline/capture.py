@@ -44,7 +44,6 @@ class CaptureOptions:
     timeline: str | None = None   # every frame's record to this file (sits/pipeline/timeline.py)
     reconnect: bool = False
     stall_timeout: float = 20.0   # no frame for this long while streaming: give up
-    c_loop: bool = True           # the steady state in C (sits_queue_run); False: Python's epoll
 
 
 def open_card(path: str | None) -> Card:
@@ -165,7 +164,7 @@ def _run_options(opts: CaptureOptions, on_status, status_interval: float, summar
     """The Pipeline's keywords that come from the options alike for every
     source: how long it runs, what it reports and records."""
     return dict(on_status=on_status, status_interval=status_interval, stall_timeout=opts.stall_timeout,
-                c_loop=opts.c_loop, frames=opts.frames, duration=opts.duration, summary=summary,
+                frames=opts.frames, duration=opts.duration, summary=summary,
                 timeline=opts.timeline)
 
 

@@ -44,7 +44,7 @@ class ConsumerError(SitsError):
 
 class Pipeline:
     def __init__(self, source, *, display=None, consumers=(), on_status=None, status_interval: float = 0.5,
-                 stall_timeout: float = 20.0, c_loop: bool = True, reconnect=None, closers=(),
+                 stall_timeout: float = 20.0, reconnect=None, closers=(),
                  frames: int | None = None, duration: float | None = None, summary: Summary | None = None,
                  timeline: str | None = None):
         self.source = source
@@ -53,7 +53,6 @@ class Pipeline:
                       for c in consumers]
         self.on_status, self.status_interval = on_status, status_interval
         self.stall_timeout = stall_timeout
-        self.c_loop = c_loop
         self.reconnect = reconnect            # a Reconnect (reconnect.py), or None
         self.summary = summary or Summary(memory=getattr(source, "memory", ""), device=source.path)
         self.frames, self.duration = frames, duration     # run()'s default limits
@@ -305,7 +304,7 @@ class Pipeline:
                 self._on_queue_error(failed)
             self._watch_source(capturing and self.source is not None and not self.queue.blocked())
             timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
-            if self.queue is not None and self.c_loop and self.source is not None:
+            if self.source is not None:   # the steady state: the C frame queue's loop
                 self.queue.frames_limit = frames if capturing and frames else 0
                 if self.display is not None:
                     self.display.sync()
@@ -315,7 +314,7 @@ class Pipeline:
                     self._c_loop_commits += self.display.c_commits() - commits
                 code = self.handle(code)
                 events = self._poller.poll(0) if code == lib.SITS_Q_WAKE else []
-            else:
+            else:   # no source (a camera lost): Python's epoll alone
                 self._watch_display()
                 due = self.queue.next_deadline() if self.queue is not None else None   # C halves' deadlines
                 events = self._poller.poll(timeout if due is None else min(timeout, due))
@@ -326,7 +325,7 @@ class Pipeline:
                 handler = self._handlers.get(fd)
                 if handler is not None:
                     handler()
-            if self.queue is not None and not (self.c_loop and self.source is not None):
+            if self.queue is not None and self.source is None:
                 self._step(self.queue.deadlines)
             self._tick()
             if self.reconnect is not None:

@@ -36,8 +36,7 @@ def test_fast_options_are_typers():
     ["--to-kms", "--device", "/dev/video0", "--format", "XR24", "--size", "1280x720", "--fps", "10",
      "--memory", "mmap", "--frames", "320", "--json"],
     ["--to-kms", "--verify", "--frames=300", "--snapshot", "/tmp/x.png", "--buffers", "6", "--verify-every", "3"],
-    ["--to-kms", "--duration", "2.5", "--card", "/dev/dri/card0", "--connector", "Virtual-1", "--reconnect",
-     "--python-loop"],
+    ["--to-kms", "--duration", "2.5", "--card", "/dev/dri/card0", "--connector", "Virtual-1", "--reconnect"],
     ["--to-cuda", "224x224", "--cuda-dtype", "bfloat16", "--cuda-layout", "NHWC", "--cuda-batch", "8",
      "--latency-budget-ms", "4", "--cuda-matrix", "bt709", "--memory", "udmabuf", "--to-kms"],
 ])

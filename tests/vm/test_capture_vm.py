@@ -59,13 +59,6 @@ def test_c_flip_loop_with_few_buffers_waits_for_flips_not_frames(buffers, vivid_
     assert s.c_loop_commits >= 10, s
 
 
-def test_python_loop_alone_still_shows_every_frame(vivid_path, vkms_path, no_leaks):
-    s = run(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480), frames=20,
-            verify=True, verify_every=8, c_loop=False)
-    assert s.c_loop_commits == 0 and s.frames_displayed + s.frames_dropped == 20
-    assert s.verify["mismatched"] == 0
-
-
 def test_format_no_plane_shows_takes_the_conversion_path(vivid_path, vkms_path, no_leaks):
     s = run(device=vivid_path, card=vkms_path, format="YUYV", size=(640, 480), verify=True, verify_every=2)
     assert s.zero_copy is False and s.cpu_copies_per_frame == 1
@@ -102,28 +95,19 @@ def _set_ctrl(path, name, value=1):
     vivid.set_control(path, vivid.control_id(path, name), value)
 
 
-@pytest.fixture(params=[True, False], ids=["c-loop", "python-loop"])
-def c_loop(request):
-    """Error injection through both loops: the C flip loop hands a failed
-    DQBUF/QBUF back to Python, which must count and survive it the same way."""
-    return request.param
-
-
-def test_injected_buffer_error_is_counted_and_never_shown(vivid_path, vkms_path, no_leaks, c_loop):
-    s = vivid.inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR", lambda s: s.buffer_errors >= 1,
-                       c_loop=c_loop)
+def test_injected_buffer_error_is_counted_and_never_shown(vivid_path, vkms_path, no_leaks):
+    s = vivid.inject_during(vivid_path, vkms_path, "Inject V4L2_BUF_FLAG_ERROR", lambda s: s.buffer_errors >= 1)
     assert s.buffer_errors >= 1 and s.verify["mismatched"] == 0
 
 
-def test_injected_qbuf_error_loses_no_buffer(vivid_path, vkms_path, no_leaks, c_loop):
-    s = vivid.inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", lambda s: s.v4l2_errors["requeue"] >= 1,
-                       c_loop=c_loop)
+def test_injected_qbuf_error_loses_no_buffer(vivid_path, vkms_path, no_leaks):
+    s = vivid.inject_during(vivid_path, vkms_path, "Inject VIDIOC_QBUF Error", lambda s: s.v4l2_errors["requeue"] >= 1)
     assert s.v4l2_errors["requeue"] >= 1 and s.verify["mismatched"] == 0
 
 
-def test_injected_fatal_streaming_error_restarts_the_queue(vivid_path, vkms_path, no_leaks, c_loop):
+def test_injected_fatal_streaming_error_restarts_the_queue(vivid_path, vkms_path, no_leaks):
     s = vivid.inject_during(vivid_path, vkms_path, "Inject Fatal Streaming Error",
-                       lambda s: s.v4l2_errors["stream_restarts"] >= 1, c_loop=c_loop)
+                       lambda s: s.v4l2_errors["stream_restarts"] >= 1)
     assert s.v4l2_errors["stream_restarts"] >= 1 and s.verify["mismatched"] == 0
 
 

@@ -80,8 +80,6 @@ PIPELINES = {
     "sits mmap -> KMS + a second consumer": lambda n, f: [os.path.join(ROOT, ".venv", "bin", "python"),
                                                           os.path.join(ROOT, "tools", "bench", "second_consumer.py"),
                                                           *sits("mmap", n, f)[2:]],
-    # every event through Python's epoll, no C loop: what the C loop buys
-    "sits mmap, Python loop -> KMS": lambda n, f: sits("mmap", n, f, "--python-loop"),
     GST_DMABUF: lambda n, f: gst("dmabuf", n, f),
     "gst v4l2src io-mode=mmap ! kmssink": lambda n, f: gst("mmap", n, f),
 }
