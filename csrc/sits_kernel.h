@@ -65,6 +65,14 @@ typedef __typeof__(((struct v4l2_streamparm *)0)->parm) sits_v4l2_streamparm_par
 
 #include "sits_ioctls.h"
 #include "sits_vblank.h"     /* sits/include: the late rule, the BPF programs' too */
+#include "sits_hist.h"       /* sits/include: the histogram's slots, the BPF programs' too */
+
+/* sits_hist_slot() over an array, for Python's histograms of many values */
+static inline void sits_hist_slots(const __u64 *v, __u32 *slot, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		slot[i] = sits_hist_slot(v[i]);
+}
 #include "frame_queue.h"     /* sits/pipeline: the frame queue's interface */
 
 #endif

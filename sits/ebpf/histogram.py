@@ -5,13 +5,15 @@ m = (v >> (e-4)) - 16 give slot 16*(e-3) + m, i.e. 16 linear sub-buckets per
 power of two. A quantile is interpolated inside its slot, so its error is
 below the slot's width: at most 1/16 of the value, typically far less.
 
-Pure Python on purpose: the interval path of `probe top`/`audit` must not
-pay numpy's import time and memory.
+No numpy on purpose: the interval path of `probe top`/`audit` must not pay
+numpy's import time and memory. The slot rule is sits/include/sits_hist.h's,
+through the kernel binding (slot_of).
 """
 from __future__ import annotations
 
 import collections
 
+from sits._kernel import lib
 from sits.ebpf import header
 
 SUB_BITS = header.SUB_BITS
@@ -23,13 +25,9 @@ RowKey = collections.namedtuple("RowKey", "pid tid probe key")
 
 
 def slot_of(v: int) -> int:
-    """The slot a value (ns) falls in; the same arithmetic as hist_slot()."""
-    # comparisons rather than min()/max(): this runs for every sample
-    if v < SUB:
-        return v if v > 0 else 0
-    e = v.bit_length() - 1
-    slot = ((e - SUB_BITS + 1) << SUB_BITS) + ((v >> (e - SUB_BITS)) - SUB)
-    return slot if slot < SLOTS else SLOTS - 1
+    """The slot a value (ns) falls in: sits_hist_slot(), the BPF programs'
+    and the frame queue's rule; a negative value (a clock step) is slot 0."""
+    return lib.sits_hist_slot(v) if v > 0 else 0
 
 
 def slot_bounds(slot: int) -> tuple[int, int]:

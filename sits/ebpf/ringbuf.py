@@ -18,7 +18,8 @@ import mmap
 
 import numpy as np
 
-from sits.ebpf.histogram import SLOTS, SUB, SUB_BITS, Histogram, RowKey
+from sits._kernel import ffi, lib
+from sits.ebpf.histogram import Histogram, RowKey
 
 BUSY = 1 << 31
 DISCARD = 1 << 30
@@ -95,15 +96,11 @@ class RingConsumer:
 
 
 def slots_of(values: np.ndarray) -> np.ndarray:
-    """slot_of() for an array of ns values."""
-    v = values.astype(np.uint64)
-    _, exp = np.frexp(v.astype(np.float64))
-    e = exp.astype(np.int64) - 1
-    # float rounding can put 2^k - 1 (k > 53) one octave high; those are beyond 2^41 ns anyway
-    shift = np.maximum(e - SUB_BITS, 0).astype(np.uint64)
-    slot = ((e - SUB_BITS + 1) << SUB_BITS) + ((v >> shift).astype(np.int64) - SUB)
-    slot = np.where(v < SUB, v.astype(np.int64), slot)
-    return np.minimum(slot, SLOTS - 1)
+    """slot_of() for an array of ns values (sits_hist_slot() in C)."""
+    v = np.ascontiguousarray(values, dtype=np.uint64)
+    slots = np.empty(len(v), np.uint32)
+    lib.sits_hist_slots(ffi.from_buffer("__u64[]", v), ffi.from_buffer("__u32[]", slots), len(v))
+    return slots
 
 
 def aggregate(events: np.ndarray, into: dict[RowKey, Histogram] | None = None,
