@@ -12,6 +12,7 @@ import subprocess
 from cffi import FFI
 
 from build_bpf import INCLUDE  # csrc is no package: its folder is on the path
+from cdef_part import FRAME_H, cdef_part
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The frame queue's C (pipeline logic, compiled into this module) and its
@@ -23,7 +24,6 @@ QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
 #: the sinks' C halves: each declares its own part of the interface
 #: between cdef markers, read from the file itself
 SINKS = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c")))
-CDEF_PART = re.compile(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", re.S)
 IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
 
 
@@ -47,20 +47,16 @@ def ioctl_names():
     return IOCTL_LINE.findall(_read("sits_ioctls.h"))
 
 
-def _cdef_part(path):
-    with open(path) as f:
-        return CDEF_PART.search(f.read()).group(1)
-
-
 def queue_cdef():
-    """The frame queue's declarations, as frame_queue.h has them, then each
-    sink's, as its C file has them."""
-    return _cdef_part(QUEUE_H) + "".join(_cdef_part(p) for p in SINKS)
+    """A frame's record, as sits_frame.h has it, the frame queue's
+    declarations, as frame_queue.h has them, then each sink's, as its C
+    file has them."""
+    return cdef_part(FRAME_H) + cdef_part(QUEUE_H) + "".join(cdef_part(p) for p in SINKS)
 
 
 def _sinks_preamble():
     """Each sink's declarations for the binding's own C (its structs' layout)."""
-    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{_cdef_part(p)}\n" for p in SINKS)
+    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{cdef_part(p)}\n" for p in SINKS)
 
 
 def _headers_digest():

@@ -8,11 +8,14 @@ import os
 
 from cffi import FFI
 
+from cdef_part import FRAME_H, cdef_part  # csrc is no package: its folder is on the path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 ffibuilder = FFI()
 with open(os.path.join(HERE, "libbpf.cdef")) as f:
-    ffibuilder.cdef(f.read())
+    # a frame's record as sits_frame.h declares it (the kernel binding reads the same)
+    ffibuilder.cdef(f.read() + cdef_part(FRAME_H))
 ffibuilder.set_source("sits.ebpf._libbpf_ffi", None)
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What sits_probe.h (and sits_hist.h, which it includes) says, read by user space: the one source of the probe
+"""What sits_probe.h (and sits_hist.h and sits_frame.h, which it includes) says, read by user space: the one source of the probe
 point ids, the drop counters and the histogram's constants.
 
 The BPF programs include the header; Python parses it here at import (a
@@ -14,6 +14,7 @@ PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "sit
 #: the folder of the headers it includes: rules the frame queue's C follows too
 INCLUDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
 HIST_PATH = os.path.join(INCLUDE, "sits_hist.h")   # the histogram's slots
+FRAME_PATH = os.path.join(INCLUDE, "sits_frame.h")  # a frame's record, its stages and flags
 
 
 def _number(text: str) -> int | None:
@@ -73,11 +74,13 @@ def _members(enum: str, prefix: str, *, skip=()) -> dict[str, int]:
             if k.startswith(prefix) and k[len(prefix):] not in skip}
 
 
-with open(HIST_PATH) as _f:
-    DEFINES, _ = parse(_f.read())
-with open(PATH) as _f:
-    _defines, ENUMS = parse(_f.read())
-DEFINES.update(_defines)
+DEFINES: dict[str, int] = {}
+ENUMS: dict[str, dict[str, int]] = {}
+for _path in (HIST_PATH, FRAME_PATH, PATH):
+    with open(_path) as _f:
+        _defines, _enums = parse(_f.read())
+    DEFINES.update(_defines)
+    ENUMS.update(_enums)
 
 #: enum sits_probe_id, by probe point name (SITS_P_SYS_READ -> "sys_read")
 PROBE_IDS = _members("sits_probe_id", "SITS_P_", skip=("NONE", "MAX"))

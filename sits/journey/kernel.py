@@ -98,27 +98,7 @@ def to_rows(frames: np.ndarray) -> list[tuple]:
     not part of its journey (nor of the kernel's statistics:
     journey.bpf.c count_frame())."""
     frames = frames[frames["dequeued_ns"] != 0]
-    frames = frames[np.argsort(frames["id"], kind="stable")]
-    n = len(frames)
-    if not n:
-        return []
-
-    def reached(a: np.ndarray) -> list:   # 0: a stage it never reached
-        out = a.astype(object)
-        out[a == 0] = None
-        return out.tolist()
-    shown = (frames["scanout_ns"] != 0) & (frames["replaced_ns"] != 0)
-    vblanks = (frames["replaced_seq"].astype(np.int64) - frames["scanout_seq"].astype(np.int64)).astype(object)
-    vblanks[~shown] = None
-    columns = {"pid": frames["pid"].tolist(), "buffer": frames["buffer"].tolist(),
-               "sequence": frames["sequence"].tolist(), "dequeued_ns": frames["dequeued_ns"].tolist(),
-               "skipped_before": frames["skipped_before"].tolist(),
-               "copied": ((frames["flags"] & COPIED) != 0).tolist(), "vblanks": vblanks.tolist(),
-               "late_ns": reached(frames["late_ns"])}
-    for stage in ("captured", "committed", "scanout", "replaced", "requeued"):
-        columns[f"{stage}_ns"] = reached(frames[f"{stage}_ns"])
-    none = [None] * n    # sits' own stages (the CUDA consumer's), not the kernel's
-    return list(zip(*(columns.get(k, none) for k in record.FIELDS)))
+    return record.rows_of(frames[np.argsort(frames["id"], kind="stable")])
 
 
 def to_records(frames: np.ndarray) -> list[dict]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 
-from sits.ebpf.header import FRAME_DROPS, FRAME_STAGES
+from sits.ebpf.header import FRAME_DROPS, FRAME_FLAGS, FRAME_STAGES
 
 #: a frame's stages, in the order it reaches them: the kernel's
 #: (sits_probe.h enum sits_frame_stage, which journey.bpf.c counts by):
@@ -58,6 +58,30 @@ def new(**values) -> dict:
         unknown = set(values) - set(FIELDS)
         raise KeyError(f"not a frame record field: {', '.join(sorted(unknown))}")
     return rec
+
+
+def rows_of(frames) -> list[tuple]:
+    """struct sits_frame (sits/include/sits_frame.h) records, as a numpy
+    array of sits.ebpf.ringbuf.FRAME_DTYPE, as rows of values in FIELDS'
+    order: the one reading of the kernel journey's and the frame queue's
+    records alike (0: a stage it never reached, None here)."""
+    import numpy as np
+
+    def reached(a) -> list:
+        out = a.astype(object)
+        out[a == 0] = None
+        return out.tolist()
+    shown = (frames["scanout_ns"] != 0) & (frames["replaced_ns"] != 0)
+    # the flip events' vblank counter is 32 bits: a difference modulo 2^32
+    vblanks = (frames["replaced_seq"] - frames["scanout_seq"]).astype(np.uint32).astype(object)
+    vblanks[~shown] = None
+    columns = {"pid": frames["pid"].tolist(), "buffer": frames["buffer"].tolist(),
+               "sequence": frames["sequence"].tolist(), "skipped_before": frames["skipped_before"].tolist(),
+               "copied": ((frames["flags"] & FRAME_FLAGS["copied"]) != 0).tolist(), "vblanks": vblanks.tolist(),
+               "late_ns": reached(frames["late_ns"])}
+    for stage in STAGES:
+        columns[f"{stage}_ns"] = reached(frames[f"{stage}_ns"])
+    return list(zip(*(columns[k] for k in FIELDS)))
 
 
 def from_values(values: tuple) -> dict:

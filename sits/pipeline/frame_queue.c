@@ -59,17 +59,17 @@ static void timeline_open(struct sits_queue *L, struct sits_q_frame *f)
 	int64_t skipped = L->sequence_gaps - L->gaps_recorded;     /* count_sequence's, since the last */
 	L->gaps_recorded = L->sequence_gaps;
 	for (uint32_t i = 0; i < SITS_Q_OPEN_RECORDS; i++) {
-		struct sits_q_record *r = &L->open_records[i];
-		if (r->holds)
+		struct sits_frame *r = &L->open_records[i];
+		if (L->record_holds[i])
 			continue;
 		memset(r, 0, sizeof *r);
-		r->frame = L->captured - 1;
+		r->id = L->captured - 1;
 		r->buffer = f->index;
 		r->sequence = f->sequence;
 		r->skipped_before = (uint32_t)skipped;
 		r->captured_ns = f->timestamp_ns;
 		r->dequeued_ns = f->dequeued_ns;
-		r->holds = HOLD_BUFFER;
+		L->record_holds[i] = HOLD_BUFFER;
 		L->buffer_record[f->index] = (uint8_t)(i + 1);
 		f->record = i + 1;
 		return;
@@ -79,12 +79,11 @@ static void timeline_open(struct sits_queue *L, struct sits_q_frame *f)
 
 static void timeline_let_go(struct sits_queue *L, uint32_t record, uint32_t hold)
 {
-	struct sits_q_record *r = &L->open_records[record - 1];
-	r->holds &= ~hold;
-	if (r->holds)
+	L->record_holds[record - 1] &= ~hold;
+	if (L->record_holds[record - 1])
 		return;
 	if (L->records_n < L->records_cap)
-		L->records[L->records_n++] = *r;
+		L->records[L->records_n++] = L->open_records[record - 1];
 	else
 		L->records_lost++;
 }
@@ -103,11 +102,11 @@ void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t star
 {
 	if (!L->timeline || !record)
 		return;
-	struct sits_q_record *r = &L->open_records[record - 1];
+	struct sits_frame *r = &L->open_records[record - 1];
 	r->committed_ns = started_ns;
-	r->copied = copied;
+	r->flags = copied ? r->flags | SITS_FRAME_COPIED : r->flags & ~SITS_FRAME_COPIED;
 	r->late_ns = late_ns;
-	r->holds |= HOLD_SCREEN;
+	L->record_holds[record - 1] |= HOLD_SCREEN;
 }
 
 /* A flip event: `shown` went on screen at vblank `ns` (counter `seq`),
@@ -118,11 +117,11 @@ void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced,
 		return;
 	if (shown) {
 		L->open_records[shown - 1].scanout_ns = ns;
-		L->open_records[shown - 1].scanout_vblank = seq;
+		L->open_records[shown - 1].scanout_seq = seq;
 	}
 	if (replaced) {
 		L->open_records[replaced - 1].replaced_ns = ns;
-		L->open_records[replaced - 1].replaced_vblank = seq;
+		L->open_records[replaced - 1].replaced_seq = seq;
 		timeline_let_go(L, replaced, HOLD_SCREEN);
 	}
 }
@@ -132,7 +131,7 @@ void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done,
 	uint32_t record = L->timeline && index >= 0 && index < SITS_Q_MAX_BUFS ? L->buffer_record[index] : 0;
 	if (!record)
 		return;
-	struct sits_q_record *r = &L->open_records[record - 1];
+	struct sits_frame *r = &L->open_records[record - 1];
 	*(done ? &r->cuda_done_ns : &r->cuda_submitted_ns) = ns ? ns : sits_now_ns();
 }
 
@@ -155,8 +154,8 @@ void sits_queue_timeline_device_gone(struct sits_queue *L)
 void sits_queue_timeline_end(struct sits_queue *L)
 {
 	for (uint32_t i = 0; i < SITS_Q_OPEN_RECORDS; i++)
-		if (L->open_records[i].holds)
-			timeline_let_go(L, i + 1, L->open_records[i].holds);
+		if (L->record_holds[i])
+			timeline_let_go(L, i + 1, L->record_holds[i]);
 	memset(L->buffer_record, 0, sizeof L->buffer_record);
 	L->timeline = 0;
 }

@@ -20,6 +20,7 @@
 #define SITS_FRAME_QUEUE_H
 
 #include <stdint.h>
+#include "sits_frame.h"     /* sits/include: a frame's record, the kernel journey's too */
 
 /* cdef-begin */
 enum {
@@ -62,19 +63,6 @@ struct sits_q_frame {
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp (CLOCK_MONOTONIC) */
 	int64_t dequeued_ns;
 	uint32_t record;        /* its open timeline record + 1 (0: none) */
-};
-
-/* One frame's stage times (sits/journey/record.py's schema; times are
- * CLOCK_MONOTONIC ns, 0 where the frame never got there). */
-struct sits_q_record {
-	int64_t frame;          /* the capture count before it: the timeline's order */
-	int32_t buffer;
-	uint32_t sequence, skipped_before, copied;
-	int64_t captured_ns, dequeued_ns, committed_ns, scanout_ns, replaced_ns, requeued_ns;
-	int64_t cuda_submitted_ns, cuda_done_ns;
-	int64_t late_ns;                /* 0: not late */
-	uint32_t scanout_vblank, replaced_vblank;   /* the flip events' vblank counters */
-	uint32_t holds;         /* what may still add a stage (its buffer, the screen); 0: a free slot */
 };
 
 /* A latency histogram in sits_hist.h's slots: filled in C every frame, read
@@ -152,9 +140,10 @@ struct sits_queue {
 	 * while its buffer is out or it is on screen, then moves to Python's
 	 * array, drained after each call. Off, each stage costs one test. */
 	int32_t timeline;
-	struct sits_q_record open_records[SITS_Q_OPEN_RECORDS];
+	struct sits_frame open_records[SITS_Q_OPEN_RECORDS];
+	uint32_t record_holds[SITS_Q_OPEN_RECORDS]; /* what may still add a stage to each (its buffer, the screen); 0: free */
 	uint8_t buffer_record[SITS_Q_MAX_BUFS];     /* the open record of the frame in each buffer + 1 */
-	struct sits_q_record *records;
+	struct sits_frame *records;
 	int32_t records_cap, records_n;
 	int64_t records_lost, gaps_recorded;
 };

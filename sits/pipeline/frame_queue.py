@@ -230,7 +230,7 @@ class FrameQueue:
         """Time every frame's stages from the next capture on, into `timeline`."""
         L = self.L
         self.timeline = timeline
-        self._records = ffi.new("struct sits_q_record[]", RECORDS)
+        self._records = ffi.new("struct sits_frame[]", RECORDS)
         L.records, L.records_cap, L.timeline = self._records, RECORDS, 1
 
     def end_timeline(self) -> dict | None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
+from sits._kernel import ffi
+from sits.ebpf.ringbuf import FRAME_DTYPE
 from sits.errors import UsageError
 from sits.journey import record
-
-STAGE_FIELDS = tuple(f"{s}_ns" for s in record.STAGES)   # the C record's names too
-VBLANK_WRAP = 1 << 32   # the flip events' vblank counter is 32 bits
 
 
 class Timeline:
@@ -30,7 +31,7 @@ class Timeline:
             raise UsageError(f"timeline {path}: {exc.strerror}") from None
         self.path = path
         self._pid = os.getpid()
-        self._waiting: dict[int, dict] = {}   # capture number -> record, behind an earlier one
+        self._waiting: dict[int, tuple] = {}  # capture number -> row, behind an earlier one
         self._next = 0                        # the capture number written next
 
     @property
@@ -38,27 +39,21 @@ class Timeline:
         return self._writer.written
 
     def add(self, records, n: int) -> None:
-        """The first `n` of the queue's `struct sits_q_record` array."""
-        for i in range(n):
-            r = records[i]
-            self._waiting[r.frame] = self._record(r)
+        """The first `n` of the queue's `struct sits_frame` array."""
+        frames = np.frombuffer(ffi.buffer(records, n * FRAME_DTYPE.itemsize), FRAME_DTYPE).copy()
+        frames["pid"] = self._pid
+        self._waiting.update(zip(frames["id"].tolist(), record.rows_of(frames)))
+        ready = []
         while self._next in self._waiting:
-            self._writer.write(self._waiting.pop(self._next))
+            ready.append(self._waiting.pop(self._next))
             self._next += 1
-
-    def _record(self, r) -> dict:
-        stages = {name: getattr(r, name) or None for name in STAGE_FIELDS}
-        vblanks = None
-        if r.scanout_ns and r.replaced_ns:
-            vblanks = (r.replaced_vblank - r.scanout_vblank) % VBLANK_WRAP
-        return record.new(pid=self._pid, buffer=r.buffer, sequence=r.sequence, **stages,
-                          skipped_before=r.skipped_before, copied=bool(r.copied), vblanks=vblanks,
-                          late_ns=r.late_ns or None)
+        if ready:
+            self._writer.write_rows(ready)
 
     def close(self) -> None:
         """Write what still waits (behind a frame whose record never came), in order."""
-        for frame in sorted(self._waiting):
-            self._writer.write(self._waiting.pop(frame))
+        if self._waiting:
+            self._writer.write_rows([self._waiting.pop(frame) for frame in sorted(self._waiting)])
         self._writer.close()
 
     def __enter__(self):

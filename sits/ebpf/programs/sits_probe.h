@@ -11,6 +11,7 @@
 #define SITS_PROBE_H
 
 #include "sits_hist.h"   /* SITS_HIST_SLOTS: the histogram's slots */
+#include "sits_frame.h"  /* struct sits_frame: one frame's journey, streamed when it ends */
 
 #define SITS_HIST_ROWS 4096  /* rows per interval (the map holds two epochs) */
 #define SITS_COMM_LEN 16
@@ -81,51 +82,6 @@ struct sits_event {
 	__u32 tid;
 	__u32 probe;
 	__u32 pad;
-};
-
-/* One frame's journey (journey.bpf.c), streamed when it ends: times are
- * CLOCK_MONOTONIC ns, 0 where the frame did not get there. Its identity
- * through the pipeline is the vb2 buffer, reached from a plane's
- * framebuffer through the dma-buf behind it (VIDIOC_EXPBUF or
- * V4L2_MEMORY_DMABUF -> PRIME import -> ADDFB2). */
-struct sits_frame {
-	__u64 id;            /* in capture order */
-	__u64 vb;            /* the vb2 buffer's kernel address */
-	__u64 captured_ns;   /* the V4L2 timestamp */
-	__u64 dequeued_ns;
-	__u64 committed_ns;  /* the commit's ioctl began */
-	__u64 scanout_ns;    /* the vblank it went on screen at */
-	__u64 replaced_ns;   /* the vblank the next frame on its plane did */
-	__u64 requeued_ns;
-	__u64 late_ns;       /* committed this long after a vblank that followed its dequeue */
-	__u32 pid;           /* the process that dequeued it */
-	__u32 buffer;        /* V4L2 buffer index */
-	__u32 sequence;
-	__u32 skipped_before;
-	__u32 scanout_seq;   /* vblank counts */
-	__u32 replaced_seq;
-	__u32 flags;         /* SITS_FRAME_* */
-	__u32 crtc;
-};
-
-enum sits_frame_flags {
-	SITS_FRAME_COPIED = 1,     /* the commit showed a copy (no capture dma-buf behind it) */
-	SITS_FRAME_ERROR = 2,      /* the driver marked the buffer as an error */
-	SITS_FRAME_FREED = 4,      /* its buffer was freed before it was requeued (REQBUFS again, close) */
-};
-
-/* A frame's stages in the order it reaches them: the first of
- * sits/journey/record.py's STAGES, which reads them from here. A stage's
- * span runs from the nearest earlier stage the frame reached at or before
- * it (sits/journey/stats.py spans(), journey.bpf.c count_frame()). */
-enum sits_frame_stage {
-	SITS_STAGE_CAPTURED = 0,
-	SITS_STAGE_DEQUEUED = 1,
-	SITS_STAGE_COMMITTED = 2,
-	SITS_STAGE_SCANOUT = 3,
-	SITS_STAGE_REPLACED = 4,
-	SITS_STAGE_REQUEUED = 5,
-	SITS_STAGE_MAX = 6
 };
 
 /* Why a frame did not show as it should: record.py's DROP_CAUSES */
