@@ -69,7 +69,7 @@ def configure(journey: Journey, *, records: bool, rows: bool = False) -> dict:
     frame_scanout probe point's rows (`sits probe top`'s) only with `rows`."""
     def apply(obj):
         c = obj.section(".rodata.journey", "struct sits_journey_config *")
-        c.display_latency_ns = journey._display_latency_ns
+        c.display_latency_ns = journey.display_latency_ns
         c.records = records
         if not rows:
             obj.section(".rodata.cfg", "struct sits_config *").probe_mask &= ~(1 << PROBE_IDS["frame_scanout"])
@@ -144,14 +144,14 @@ def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
             j.stages[s] = hists[i]
     j.glass = hists[FRAME_HISTS["glass"]]
     j.late = hists[FRAME_HISTS["late"]]
-    j._gaps = hists[FRAME_HISTS["gaps"]]
-    for times, name in ((j._captured, "captured"), (j._scanout, "scanout")):
+    j.scanout_gaps = hists[FRAME_HISTS["gaps"]]
+    for times, name in ((j.captured_times, "captured"), (j.scanout_times, "scanout")):
         n, lo, hi = st[f"{name}_n"], st[f"{name}_lo"], st[f"{name}_hi"]
         times.n = int(n.sum())
         if times.n:
             times.lo, times.hi = int(lo[n != 0].min()), int(hi[n != 0].max())
-    j._shown_ns = int(st["shown_ns"].sum())
-    j._shown_vblanks = int(st["shown_vblanks"].sum())
+    j.shown_ns = int(st["shown_ns"].sum())
+    j.shown_vblanks = int(st["shown_vblanks"].sum())
     return j
 
 
@@ -207,7 +207,7 @@ class KernelJourney:
         self.errors += int(values["stats"]["driver_errors"].sum())
         part = from_epoch(values, self.display_latency_ms)
         last = maps.lookup_u64(self._last_fd, 0)
-        part._last_scanout = last or None
+        part.last_scanout = last or None
         return part
 
     def drain(self, last: int | None = None) -> list[dict]:
