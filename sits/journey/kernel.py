@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from sits.ebpf import maps
-from sits.ebpf.header import FRAME_FLAGS, FRAME_HIST_COUNT, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
-from sits.ebpf.histogram import SLOTS, Histogram
-from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer
+from sits.ebpf.header import FRAME_FLAGS, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
+from sits.ebpf.histogram import Histogram
+from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer, dtype_of
 from sits.journey import record
 from sits.journey.stats import Journey
 
@@ -41,26 +41,8 @@ EXPORT_PROGRAMS = ("sits_journey_export",)
 RING_BYTES = 1 << 20  # journey.bpf.c's frames_out
 OBJECT = "journey"
 
-_HIST = np.dtype([("count", "=u8"), ("sum_ns", "=u8"), ("max_ns", "=u8"), ("slots", "=u4", SLOTS)])
-
-
-def _epoch_dtype() -> np.dtype:
-    """struct sits_frame_epoch as numpy sees it (the layout is csrc/libbpf.cdef's,
-    held to the BPF side's by tests/unit/test_ebpf_layout.py)."""
-    from sits.ebpf._libbpf_ffi import ffi
-
-    def integer(t) -> str:
-        return f"={'i' if t.cname == 'long long' else 'u'}{ffi.sizeof(t)}"
-    fields = []
-    for name, f in ffi.typeof("struct sits_frame_stats").fields:
-        t = f.type
-        fields.append((name, integer(t.item), (t.length,)) if t.kind == "array" else (name, integer(t)))
-    stats = np.dtype(fields)
-    assert stats.itemsize == ffi.sizeof("struct sits_frame_stats") and _HIST.itemsize == ffi.sizeof("struct sits_hist")
-    return np.dtype([("stats", stats), ("hists", _HIST, (FRAME_HIST_COUNT,))])
-
-
-EPOCH_DTYPE = _epoch_dtype()
+#: struct sits_frame_epoch, one interval's statistics on one CPU
+EPOCH_DTYPE = dtype_of("struct sits_frame_epoch")
 
 
 def configure(journey: Journey, *, records: bool, rows: bool = False) -> dict:
