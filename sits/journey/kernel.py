@@ -21,8 +21,10 @@ import numpy as np
 from sits.ebpf import maps
 from sits.ebpf.header import FRAME_FLAGS, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
 from sits.ebpf.histogram import Histogram
+from sits.ebpf.points import PROGRAMS
 from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer, dtype_of
 from sits.journey import record
+from sits.journey.report import frames_report
 from sits.journey.stats import Journey
 
 COPIED, ERROR = FRAME_FLAGS["copied"], FRAME_FLAGS["error"]
@@ -245,7 +247,6 @@ def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -
     what only the kernel's side knows: records lost, frames the driver
     marked as errors, the stages not timed, and how the kernel's functions
     are hooked."""
-    from sits.journey.report import frames_report
     reader.detach()
     journey.merge(reader.collect())
     for rec in reader.drain():
@@ -269,7 +270,6 @@ def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -
 def hooks(session) -> dict:
     """How the journey's kernel functions are hooked: {"kind": "trampoline"
     (fentry/fexit) or "kprobe", "why": why kprobes stand in, or None}."""
-    from sits.ebpf.points import PROGRAMS
     twinned = [p.name for p in PROGRAMS if p.obj == OBJECT and p.kprobes and p.name in session.attached]
     why = sorted({session.kprobed[n] for n in twinned if n in session.kprobed})
     return {"kind": "kprobe" if why else "trampoline", "why": why[0] if why else None}
