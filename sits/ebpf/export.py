@@ -24,6 +24,8 @@ from sits.ebpf.report import Aggregate
 from sits.errors import UsageError
 
 NATIVE_SCHEMA = 3
+#: sits_probe_latency_seconds' labels: fields of a report row (Aggregate.row)
+PROBE_LABELS = ("pid", "comm", "probe", "key")
 #: classic bucket bounds: 2^10 ns (~1 µs) .. 2^36 ns (~69 s)
 CLASSIC_EXP = range(10, 37)
 
@@ -87,11 +89,12 @@ def native(h: Histogram) -> "NativeHistogram":  # noqa: F821
                            pos_deltas=deltas or None)
 
 
-def _add_histogram(fam, labels: list[str], h: Histogram, with_native: bool) -> None:
-    """One labelled histogram into a HistogramMetricFamily."""
-    fam.add_metric(labels, classic_buckets(h), h.sum_ns / 1e9)
+def _add_histogram(fam, labels: dict[str, str], h: Histogram, with_native: bool) -> None:
+    """One histogram into a HistogramMetricFamily; `labels` {name: value}
+    in the order of the names the family was built with."""
+    fam.add_metric(list(labels.values()), classic_buckets(h), h.sum_ns / 1e9)
     if with_native:
-        fam.add_sample(fam.name, dict(zip(fam._labelnames, labels)), 0, None, None, native(h))
+        fam.add_sample(fam.name, labels, 0, None, None, native(h))
 
 
 def frame_families(journey, with_native: bool):
@@ -102,7 +105,7 @@ def frame_families(journey, with_native: bool):
                                    labels=["stage"])
     for stage, h in journey.stages.items():
         if h.count:
-            _add_histogram(stages, [stage], h, with_native)
+            _add_histogram(stages, {"stage": stage}, h, with_native)
     yield stages
     for name, doc, h in (("sits_frame_glass_to_glass_seconds",
                           "Captured to scanout, plus the display's latency", journey.glass),
@@ -110,7 +113,7 @@ def frame_families(journey, with_native: bool):
                           "How long after a vblank it could have made a late frame was committed",
                           journey.late)):
         fam = HistogramMetricFamily(name, doc, labels=[])
-        _add_histogram(fam, [], h, with_native)
+        _add_histogram(fam, {}, h, with_native)
         yield fam
     drops = CounterMetricFamily("sits_frame_drops", "Frames dropped, by cause", labels=["cause"])
     for cause, n in journey.drops.items():
@@ -134,9 +137,9 @@ class _Collector:
             frames = list(frame_families(journey, self.with_native)) if journey is not None else []
         fam = HistogramMetricFamily("sits_probe_latency_seconds",
                                     "Latency measured in the kernel by sits probes",
-                                    labels=["pid", "comm", "probe", "key"])
+                                    labels=PROBE_LABELS)
         for r, h in rows:
-            _add_histogram(fam, [str(r["pid"]), r["comm"], r["probe"], r["key"]], h, self.with_native)
+            _add_histogram(fam, {k: str(r[k]) for k in PROBE_LABELS}, h, self.with_native)
         yield fam
         c = CounterMetricFamily("sits_probe_drops", "Samples not counted, by cause",
                                 labels=["cause"])

@@ -54,12 +54,6 @@ GROUPS = ("syscalls", "ioctl", "fence", "v4l2", "drm", "avcodec", "frames")
 #: which `sits probe frames` runs (its records, not only its histogram)
 DEFAULT_GROUPS = tuple(g for g in GROUPS if g != "frames")
 
-#: the bench object's bursts (bench.bpf.c): on each getppid() of a tracked
-#: process, or each switch away from one (interrupts off); their rows' probe
-BENCH_PROGRAMS = {"getppid": "sits_bench_burst", "switch": "sits_bench_switch"}
-BENCH_PROBE = PROBE_IDS["bench"]
-
-
 #: one BPF program of an object, the names of its points, the (category,
 #: event) tracepoint that must exist, whether it needs kernel BTF, whether
 #: it is a uprobe, and for a BPF trampoline (fentry/fexit) the kprobe

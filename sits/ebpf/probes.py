@@ -24,8 +24,8 @@ from sits.ebpf import libbpf, maps
 from sits.ebpf.header import DROP_IDS, PROBE_ID_LIMIT
 from sits.ebpf.histogram import Histogram, RowKey
 from sits.ebpf.loader import BpfObject, program_path
-from sits.ebpf.points import (BENCH_PROBE, BENCH_PROGRAMS, DEFAULT_GROUPS, GROUPS, POINT_BY_NAME, POINTS,
-                              ProbePoint, Program, point_reason, program_unavailable, programs_for)
+from sits.ebpf.points import (DEFAULT_GROUPS, GROUPS, POINT_BY_NAME, POINTS, ProbePoint, Program, point_reason,
+                              program_unavailable, programs_for)
 from sits.ebpf.system import cgroup_id, check_privileges, find_avcodec
 from sits.ebpf.records import comm_offsets, fence_fields, newtask_offsets
 from sits.ebpf.tracefs import ensure_tracefs
@@ -100,9 +100,8 @@ class ProbeSession:
     def __init__(self, groups=DEFAULT_GROUPS, *, filters: Filters | None = None,
                  per_thread: bool = False, hist: bool = True, stream: bool = False,
                  ring_bytes: int = 16 << 20, avcodec_lib: str | None = None,
-                 stats: bool = False, bench_burst: int = 0, bench_trigger: str = "getppid",
-                 spill_rows: int = SPILL_ROWS, trampolines: bool = True, configure=None):
-        unknown = [g for g in groups if g not in GROUPS and g != "bench"]
+                 stats: bool = False, spill_rows: int = SPILL_ROWS, trampolines: bool = True, configure=None):
+        unknown = [g for g in groups if g not in GROUPS]
         if unknown:
             raise UsageError(f"unknown probe group(s) {', '.join(unknown)} "
                              f"(known: {', '.join(GROUPS)})")
@@ -116,10 +115,6 @@ class ProbeSession:
         self.ring_bytes = ring_bytes
         self.avcodec_lib = avcodec_lib
         self.stats = stats
-        if bench_trigger not in BENCH_PROGRAMS:
-            raise UsageError(f"unknown bench trigger {bench_trigger!r} (known: {', '.join(BENCH_PROGRAMS)})")
-        self.bench_burst = bench_burst
-        self.bench_trigger = bench_trigger
         self.spill_rows = spill_rows
         # BPF trampolines (fentry/fexit) where a program has kprobe twins;
         # False loads the twins instead
@@ -184,8 +179,6 @@ class ProbeSession:
             follow.attach("sits_follow_fork")
 
         objects = list(runnable)
-        if "bench" in self.groups:
-            objects.append("bench")
         # A process's first uprobe waits in the kernel for an RCU grace
         # period (uprobe_register() takes dup_mmap_sem for writing: 5-30 ms,
         # asleep): objects with uprobes load and attach on a thread while
@@ -226,15 +219,13 @@ class ProbeSession:
         if kprobes:
             for p in twinned:
                 self.kprobed[p.name] = why
-        if obj is not None and objname == "bench":
-            obj.attach(BENCH_PROGRAMS[self.bench_trigger])
 
     def _load_object(self, objname: str, progs: list[Program], *, first: bool = False,
                      must: bool = False, kprobes: bool = False) -> BpfObject | None:
         """Open and load `objname` with only `progs` autoloaded (a helper
-        object's: follow's and comm's all, bench's the chosen trigger's;
-        with `kprobes`, a program's kprobe twins instead of it). A refused
-        load skips those programs with the reason, unless `must`."""
+        object's: follow's and comm's all; with `kprobes`, a program's
+        kprobe twins instead of it). A refused load skips those programs
+        with the reason, unless `must`."""
         obj = self._open(objname, first=first)
         try:
             self._record_offsets(obj, objname, progs)
@@ -246,8 +237,6 @@ class ProbeSession:
                 self.skipped[p.name] = str(exc)
             return None
         names = {n for p in progs for n in _hooks(p, kprobes)}
-        if objname == "bench":
-            names.add(BENCH_PROGRAMS[self.bench_trigger])  # (only it: the other may need BTF)
         for pname in obj.program_names():
             obj.set_autoload(pname, objname in ("follow", "comm") or pname in names)
         try:
@@ -284,8 +273,8 @@ class ProbeSession:
         for name in prog.points:  # each point times the function it is named after
             obj.attach_uprobe(prog.name, self.avcodec_lib, name, retprobe=ret, cookie=POINT_BY_NAME[name].id)
 
-    def _open(self, name: str, first: bool = False) -> BpfObject:
-        obj = BpfObject(program_path(name))
+    def _open(self, name: str, first: bool = False, path: str | None = None) -> BpfObject:
+        obj = BpfObject(path or program_path(name))
         self.objects[name] = obj
         cfg = obj.section(".rodata.cfg", "struct sits_config *")
         cfg.self_pid = os.getpid()
@@ -295,7 +284,6 @@ class ProbeSession:
         cfg.per_thread = self.per_thread
         cfg.hist = self.hist
         cfg.stream = self.stream
-        cfg.bench_burst = self.bench_burst
         if self.filters.cgroup:
             cfg.filter_cgroup = cgroup_id(self.filters.cgroup)
         if self.filters.comm:
@@ -306,8 +294,6 @@ class ProbeSession:
         for p in POINTS:
             if p.group in self.groups:
                 mask |= 1 << p.id
-        if "bench" in self.groups:
-            mask |= 1 << BENCH_PROBE
         assert mask < 1 << PROBE_ID_LIMIT  # probe ids are bits of the 64-bit mask
         cfg.probe_mask = mask
         if first:
@@ -325,6 +311,30 @@ class ProbeSession:
                                  "bpf_map__reuse_fd", m)
         if name in self.configure:
             self.configure[name](obj)
+        return obj
+
+    def add_object(self, name: str, path: str, programs, configure=None) -> BpfObject:
+        """Load another object built on common.bpf.h into the started
+        session (a benchmark's event source, say) and attach its `programs`,
+        the only ones it loads. It shares the session's maps and .rodata.cfg
+        as the session's own objects do; `configure(obj)` writes its own
+        sections before the load; it closes with the session."""
+        if not self._fds:
+            raise ValueError(f"{name}: start() the session before adding objects to it")
+        if name in self.objects:
+            raise ValueError(f"{name}: the session has an object of that name")
+        obj = self._open(name, path=path)
+        try:
+            if configure is not None:
+                configure(obj)
+            for pname in obj.program_names():
+                obj.set_autoload(pname, pname in programs)
+            obj.load()
+            for pname in programs:
+                obj.attach(pname)
+        except BaseException:
+            self.objects.pop(name).close()
+            raise
         return obj
 
     @staticmethod

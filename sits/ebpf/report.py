@@ -10,7 +10,8 @@ The audit JSON layout is stable (schema "sits.probe.audit/1", docs/probe.md):
  "rows": [{"pid", "comm", "probe", "key", "count", "p50_us", "p95_us",
  "p99_us", "max_us", "total_ms", "hot", ...}], "hot_spots", "drops",
  "overhead", "thresholds"}, and "frames" (sits/journey/report.py) when
-the frames' journey was followed.
+the frames' journey was followed: the CLI adds it, and its markdown, since
+sits.journey builds on this package and not the other way round.
 """
 from __future__ import annotations
 
@@ -258,7 +259,9 @@ def audit_report(agg: Aggregate, session, *, duration_s: float, command=None, ex
     return report
 
 
-def to_markdown(report: dict) -> str:
+def to_markdown(report: dict, frames_section: str | None = None) -> str:
+    """The audit report in markdown; `frames_section` (the frames' journey
+    in markdown, when it was followed) goes after the drops."""
     k = report["kernel"]
     lines = [f"# sits probe audit: {report['duration_s']} s on Linux {k['release']} ({k['machine']})", ""]
     if report["command"]:
@@ -286,9 +289,8 @@ def to_markdown(report: dict) -> str:
         lines.append(f"- top by {title}: {top or '-'}")
     d = report["drops"]
     lines += ["", "## Drops", "", ", ".join(f"{k}: {v}" for k, v in d.items()), ""]
-    if report.get("frames"):  # the frames' journey was followed too
-        from sits.journey.report import to_markdown as frames_markdown
-        lines.append(frames_markdown(report))
+    if frames_section is not None:
+        lines.append(frames_section)
     if report.get("stream"):
         st = report["stream"]
         lines += [f"Streamed {st['events']} samples to `{st['path']}` ({st['lost']} lost: ring buffer full)", ""]

@@ -26,19 +26,25 @@ DISCARD = 1 << 30
 HDR = 8
 
 
-def _dtype_of(ctype: str) -> np.dtype:
-    """The numpy dtype of a struct of unsigned integers, as csrc/libbpf.cdef
-    declares it (tests/unit/test_ebpf_layout.py holds that to the BPF
-    side's BTF)."""
+def dtype_of(ctype) -> np.dtype:
+    """The numpy dtype of a C type of sits_probe.h as csrc/libbpf.cdef
+    declares it (a name, or cffi's type): integers signed where C's are,
+    arrays, and structs of those at their C offsets
+    (tests/unit/test_ebpf_layout.py holds the layouts to the BPF side's BTF)."""
     from sits.ebpf._libbpf_ffi import ffi
-    t = ffi.typeof(ctype)
-    fields = [(name, f"=u{ffi.sizeof(f.type)}", f.offset) for name, f in t.fields]
-    return np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
-                     "offsets": [f[2] for f in fields], "itemsize": ffi.sizeof(t)})
+    t = ffi.typeof(ctype) if isinstance(ctype, str) else ctype
+    if t.kind == "array":
+        return np.dtype((dtype_of(t.item), (t.length,)))
+    if t.kind == "struct":
+        return np.dtype({"names": [name for name, _ in t.fields],
+                         "formats": [dtype_of(f.type) for _, f in t.fields],
+                         "offsets": [f.offset for _, f in t.fields], "itemsize": ffi.sizeof(t)})
+    signed = int(ffi.cast(t, -1)) < 0
+    return np.dtype(f"={'i' if signed else 'u'}{ffi.sizeof(t)}")
 
 
-EVENT_DTYPE = _dtype_of("struct sits_event")
-FRAME_DTYPE = _dtype_of("struct sits_frame")
+EVENT_DTYPE = dtype_of("struct sits_event")
+FRAME_DTYPE = dtype_of("struct sits_frame")
 
 
 def _record_dtype(sample: np.dtype) -> np.dtype:

@@ -19,10 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from sits.ebpf import maps
-from sits.ebpf.header import FRAME_FLAGS, FRAME_HIST_COUNT, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
-from sits.ebpf.histogram import SLOTS, Histogram
-from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer
+from sits.ebpf.header import FRAME_FLAGS, FRAME_HISTS, FRAME_STAGES, PROBE_IDS
+from sits.ebpf.histogram import Histogram
+from sits.ebpf.points import PROGRAMS
+from sits.ebpf.ringbuf import FRAME_DTYPE, RingConsumer, dtype_of
 from sits.journey import record
+from sits.journey.report import frames_report
 from sits.journey.stats import Journey
 
 COPIED, ERROR = FRAME_FLAGS["copied"], FRAME_FLAGS["error"]
@@ -41,26 +43,8 @@ EXPORT_PROGRAMS = ("sits_journey_export",)
 RING_BYTES = 1 << 20  # journey.bpf.c's frames_out
 OBJECT = "journey"
 
-_HIST = np.dtype([("count", "=u8"), ("sum_ns", "=u8"), ("max_ns", "=u8"), ("slots", "=u4", SLOTS)])
-
-
-def _epoch_dtype() -> np.dtype:
-    """struct sits_frame_epoch as numpy sees it (the layout is csrc/libbpf.cdef's,
-    held to the BPF side's by tests/unit/test_ebpf_layout.py)."""
-    from sits.ebpf._libbpf_ffi import ffi
-
-    def integer(t) -> str:
-        return f"={'i' if t.cname == 'long long' else 'u'}{ffi.sizeof(t)}"
-    fields = []
-    for name, f in ffi.typeof("struct sits_frame_stats").fields:
-        t = f.type
-        fields.append((name, integer(t.item), (t.length,)) if t.kind == "array" else (name, integer(t)))
-    stats = np.dtype(fields)
-    assert stats.itemsize == ffi.sizeof("struct sits_frame_stats") and _HIST.itemsize == ffi.sizeof("struct sits_hist")
-    return np.dtype([("stats", stats), ("hists", _HIST, (FRAME_HIST_COUNT,))])
-
-
-EPOCH_DTYPE = _epoch_dtype()
+#: struct sits_frame_epoch, one interval's statistics on one CPU
+EPOCH_DTYPE = dtype_of("struct sits_frame_epoch")
 
 
 def configure(journey: Journey, *, records: bool, rows: bool = False) -> dict:
@@ -69,7 +53,7 @@ def configure(journey: Journey, *, records: bool, rows: bool = False) -> dict:
     frame_scanout probe point's rows (`sits probe top`'s) only with `rows`."""
     def apply(obj):
         c = obj.section(".rodata.journey", "struct sits_journey_config *")
-        c.display_latency_ns = journey._display_latency_ns
+        c.display_latency_ns = journey.display_latency_ns
         c.records = records
         if not rows:
             obj.section(".rodata.cfg", "struct sits_config *").probe_mask &= ~(1 << PROBE_IDS["frame_scanout"])
@@ -124,14 +108,14 @@ def from_epoch(values: np.ndarray, display_latency_ms: float = 0.0) -> Journey:
             j.stages[s] = hists[i]
     j.glass = hists[FRAME_HISTS["glass"]]
     j.late = hists[FRAME_HISTS["late"]]
-    j._gaps = hists[FRAME_HISTS["gaps"]]
-    for times, name in ((j._captured, "captured"), (j._scanout, "scanout")):
+    j.scanout_gaps = hists[FRAME_HISTS["gaps"]]
+    for times, name in ((j.captured_times, "captured"), (j.scanout_times, "scanout")):
         n, lo, hi = st[f"{name}_n"], st[f"{name}_lo"], st[f"{name}_hi"]
         times.n = int(n.sum())
         if times.n:
             times.lo, times.hi = int(lo[n != 0].min()), int(hi[n != 0].max())
-    j._shown_ns = int(st["shown_ns"].sum())
-    j._shown_vblanks = int(st["shown_vblanks"].sum())
+    j.shown_ns = int(st["shown_ns"].sum())
+    j.shown_vblanks = int(st["shown_vblanks"].sum())
     return j
 
 
@@ -187,7 +171,7 @@ class KernelJourney:
         self.errors += int(values["stats"]["driver_errors"].sum())
         part = from_epoch(values, self.display_latency_ms)
         last = maps.lookup_u64(self._last_fd, 0)
-        part._last_scanout = last or None
+        part.last_scanout = last or None
         return part
 
     def drain(self, last: int | None = None) -> list[dict]:
@@ -243,7 +227,6 @@ def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -
     what only the kernel's side knows: records lost, frames the driver
     marked as errors, the stages not timed, and how the kernel's functions
     are hooked."""
-    from sits.journey.report import frames_report
     reader.detach()
     journey.merge(reader.collect())
     for rec in reader.drain():
@@ -267,7 +250,6 @@ def kernel_report(reader: KernelJourney, journey: Journey, session, also=None) -
 def hooks(session) -> dict:
     """How the journey's kernel functions are hooked: {"kind": "trampoline"
     (fentry/fexit) or "kprobe", "why": why kprobes stand in, or None}."""
-    from sits.ebpf.points import PROGRAMS
     twinned = [p.name for p in PROGRAMS if p.obj == OBJECT and p.kprobes and p.name in session.attached]
     why = sorted({session.kprobed[n] for n in twinned if n in session.kprobed})
     return {"kind": "kprobe" if why else "trampoline", "why": why[0] if why else None}

@@ -47,7 +47,7 @@ def spans(rec: dict) -> list[tuple[str, int, int]]:
     return out
 
 
-class _Times:
+class Times:
     """How many times were seen and the earliest and latest: a rate over
     the run without keeping the times."""
 
@@ -63,7 +63,7 @@ class _Times:
         if self.hi is None or t > self.hi:
             self.hi = t
 
-    def merge(self, other: "_Times") -> None:
+    def merge(self, other: "Times") -> None:
         self.n += other.n
         if other.lo is not None and (self.lo is None or other.lo < self.lo):
             self.lo = other.lo
@@ -84,7 +84,7 @@ class Journey:
         if display_latency_ms < 0:
             raise UsageError(f"--display-latency-ms {display_latency_ms:g}: must not be negative")
         self.display_latency_ms = display_latency_ms
-        self._display_latency_ns = round(display_latency_ms * 1e6)
+        self.display_latency_ns = round(display_latency_ms * 1e6)
         self.count = 0
         self.reached = dict.fromkeys(STAGES, 0)
         self.stages = {s: Histogram() for s in SPAN_FROM}
@@ -92,13 +92,15 @@ class Journey:
         self.late = Histogram()   # by how much late commits missed their vblank
         self.drops = dict.fromkeys(DROP_CAUSES, 0)
         self.recent: collections.deque[dict] = collections.deque(maxlen=recent)
-        self._captured = _Times()
-        self._scanout = _Times()
+        # the rest is public for sits.journey.kernel, which fills a Journey
+        # from the kernel's statistics instead of records
+        self.captured_times = Times()   # fps in
+        self.scanout_times = Times()    # fps out
         # vblank period: time on screen over vblanks on screen, exact when the
         # producer counts vblanks; else the gaps between consecutive scanouts
-        self._shown_ns = self._shown_vblanks = 0
-        self._gaps = Histogram()
-        self._last_scanout = None
+        self.shown_ns = self.shown_vblanks = 0
+        self.scanout_gaps = Histogram()
+        self.last_scanout = None
 
     def add(self, rec: dict) -> None:
         self.count += 1
@@ -122,23 +124,23 @@ class Journey:
             drops["repeated"] += 1
         captured, scanout = rec["captured_ns"], rec["scanout_ns"]
         if captured is not None:
-            self._captured.add(captured)
+            self.captured_times.add(captured)
         if scanout is not None:
-            self._scanout.add(scanout)
+            self.scanout_times.add(scanout)
             if captured is not None and scanout >= captured:
-                self.glass.add(scanout - captured + self._display_latency_ns)
+                self.glass.add(scanout - captured + self.display_latency_ns)
             if vblanks and rec["replaced_ns"] is not None:
-                self._shown_ns += rec["replaced_ns"] - scanout
-                self._shown_vblanks += vblanks
-            elif self._last_scanout is not None and scanout != self._last_scanout:
-                self._gaps.add(abs(scanout - self._last_scanout))
-            self._last_scanout = scanout
+                self.shown_ns += rec["replaced_ns"] - scanout
+                self.shown_vblanks += vblanks
+            elif self.last_scanout is not None and scanout != self.last_scanout:
+                self.scanout_gaps.add(abs(scanout - self.last_scanout))
+            self.last_scanout = scanout
 
     def merge(self, other: "Journey") -> "Journey":
         """Add `other`'s frames to these, as if each had been add()ed here
         (an interval of the kernel's statistics, sits.journey.kernel):
         `other` follows these, and its gaps between scanouts are its own."""
-        if other._display_latency_ns != self._display_latency_ns:
+        if other.display_latency_ns != self.display_latency_ns:
             raise ValueError("journeys with different display latencies do not add up")
         self.count += other.count
         for s, n in other.reached.items():
@@ -150,29 +152,29 @@ class Journey:
         self.glass.merge(other.glass)
         self.late.merge(other.late)
         self.recent.extend(other.recent)
-        self._captured.merge(other._captured)
-        self._scanout.merge(other._scanout)
-        self._shown_ns += other._shown_ns
-        self._shown_vblanks += other._shown_vblanks
-        self._gaps.merge(other._gaps)
-        if other._last_scanout is not None:
-            self._last_scanout = other._last_scanout
+        self.captured_times.merge(other.captured_times)
+        self.scanout_times.merge(other.scanout_times)
+        self.shown_ns += other.shown_ns
+        self.shown_vblanks += other.shown_vblanks
+        self.scanout_gaps.merge(other.scanout_gaps)
+        if other.last_scanout is not None:
+            self.last_scanout = other.last_scanout
         return self
 
     def vblank_ns(self) -> float | None:
         """The display's vblank period: exact from frames whose vblanks on
         screen are known; else the short end (p10) of the gaps between
         consecutive scanouts, which are whole periods."""
-        if self._shown_vblanks:
-            return self._shown_ns / self._shown_vblanks
-        if self._gaps.count:
-            return self._gaps.quantile(0.10)
+        if self.shown_vblanks:
+            return self.shown_ns / self.shown_vblanks
+        if self.scanout_gaps.count:
+            return self.scanout_gaps.quantile(0.10)
         return None
 
     def summary(self) -> dict:
         """The "frames" object of the JSON report (issue 11's schema)."""
         vblank = self.vblank_ns()
-        fps_in, fps_out = self._captured.per_s(), self._scanout.per_s()
+        fps_in, fps_out = self.captured_times.per_s(), self.scanout_times.per_s()
         return {"frames": {
             "count": self.count,
             "reached": dict(self.reached),

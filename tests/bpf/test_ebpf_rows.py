@@ -1,7 +1,7 @@
 """Histogram rows when the kernel cannot allocate one, on the real kernel.
 
 `hist` allocates rows as they appear, from a per-CPU cache of a few rows
-that the kernel refills from irq_work. The bench program's burst (one new
+that the kernel refills from irq_work. tools/bench/bench_probe.py's burst (one new
 key per event) run when the traced task is switched out, with interrupts
 off, empties it every time, as two new rows in one vblank interrupt can in
 a capture. (From a syscall, with interrupts on, the refill often keeps up.)
@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from sits.ebpf.points import BENCH_PROBE
 from sits.ebpf.probes import Filters, ProbeSession
 
 pytestmark = pytest.mark.bpf
@@ -20,11 +19,11 @@ pytestmark = pytest.mark.bpf
 BURST, CALLS = 256, 3
 
 
-def _burst(spill_rows: int):
+def _burst(bench_probe, spill_rows: int):
     """At least CALLS bursts of BURST new keys, one a switch away from the
     traced process: ({key: count}, drops)."""
-    with ProbeSession(("bench",), filters=Filters(follow=True), bench_burst=BURST, bench_trigger="switch",
-                      spill_rows=spill_rows) as s:
+    with ProbeSession((), filters=Filters(follow=True), spill_rows=spill_rows) as s:
+        bench_probe.add_bursts(s, BURST, trigger="switch")
         pid = s.spawn([sys.executable, "-c", f"import time\nfor _ in range({CALLS}): time.sleep(0.002)"])
         os.waitpid(pid, 0)
         # its last switch, out of exit, can still run when it has been
@@ -36,15 +35,15 @@ def _burst(spill_rows: int):
     counts = {}
     for rows in (first, second):
         for k, h in rows.items():
-            if k.probe == BENCH_PROBE:
+            if k.probe == bench_probe.PROBE:
                 counts[k.key] = counts.get(k.key, 0) + h.count
     return counts, drops
 
 
-def test_a_burst_of_new_keys_empties_the_cache_and_loss_is_counted():
+def test_a_burst_of_new_keys_empties_the_cache_and_loss_is_counted(bench_probe):
     """With one spill row the burst loses samples: every one is either
     counted or reported (so the burst does empty the kernel's cache)."""
-    counts, drops = _burst(spill_rows=1)
+    counts, drops = _burst(bench_probe, spill_rows=1)
     lost = drops["hist_alloc_failed"]
     assert lost > 0
     # every switch (the interpreter's start too) adds a whole burst
@@ -52,10 +51,10 @@ def test_a_burst_of_new_keys_empties_the_cache_and_loss_is_counted():
     assert total % BURST == 0 and total >= BURST * CALLS
 
 
-def test_rows_the_kernel_cannot_allocate_go_to_the_spill_map():
+def test_rows_the_kernel_cannot_allocate_go_to_the_spill_map(bench_probe):
     """With room to spill nothing is lost, and a key whose first samples
     were spilled and whose later ones got a row is added up across both."""
-    counts, drops = _burst(spill_rows=2 * BURST)
+    counts, drops = _burst(bench_probe, spill_rows=2 * BURST)
     assert all(v == 0 for v in drops.values()), drops
     assert sorted(counts) == list(range(BURST))
     assert len(set(counts.values())) == 1 and counts[0] >= CALLS, counts

@@ -38,12 +38,12 @@ def test_streamed_events_rebuild_the_kernel_histograms_exactly():
     assert sum(h.count for k, h in mine.items() if k.probe == POINT_BY_NAME["sys_read"].id and k.key == 100) == 30000
 
 
-def test_ring_overflow_is_counted_not_silent():
+def test_ring_overflow_is_counted_not_silent(bench_probe):
     """A burst far larger than the ring: every event is either read or
     counted as a reserve failure."""
     burst, calls = 4096, 200
-    with ProbeSession(("bench",), filters=Filters(follow=True), hist=False, stream=True,
-                      bench_burst=burst, ring_bytes=1 << 16) as s:
+    with ProbeSession((), filters=Filters(follow=True), hist=False, stream=True, ring_bytes=1 << 16) as s:
+        bench_probe.add_bursts(s, burst)
         ring = ring_consumer(s)
         pid = s.spawn([sys.executable, "-c", f"import os\nfor _ in range({calls}): os.getppid()"])
         got = 0

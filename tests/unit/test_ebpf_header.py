@@ -45,8 +45,8 @@ def test_header_read_as_the_compiler_reads_it(tmp_path):
 
 def test_every_probe_id_is_a_point():
     """A new SITS_P_ id needs its ProbePoint (and a point its id: _point()
-    would fail at import); `bench` is bench.bpf.c's."""
-    assert set(header.PROBE_IDS) == set(POINT_BY_NAME) | {"bench"}
+    would fail at import)."""
+    assert set(header.PROBE_IDS) == set(POINT_BY_NAME)
     ids = [p.id for p in POINTS]
     assert len(set(ids)) == len(ids)
     assert max(header.PROBE_IDS.values()) < header.PROBE_ID_LIMIT <= 64  # bits of cfg.probe_mask

@@ -69,7 +69,9 @@ def test_native_histograms_for_the_frame_stages_to_scrapers_that_ask():
     text = generate_openmetrics(e.native, version="2.0.0").decode()
     native = [line for line in text.splitlines() if "schema:3" in line]
     assert any(line.startswith('sits_frame_stage_seconds{stage="dequeued"} {count:10,') for line in native)
-    assert any(line.startswith("sits_probe_latency_seconds{") for line in native)
+    # the native sample carries the same labels as the classic ones
+    assert any(line.startswith("sits_probe_latency_seconds{") and 'pid="7"' in line
+               and f'probe="{POINTS[0].name}"' in line for line in native)
 
 
 def test_no_frame_metrics_without_a_journey():

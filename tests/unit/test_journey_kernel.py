@@ -58,9 +58,9 @@ def test_an_interval_of_the_kernels_statistics_is_a_journey():
     assert j.count == 7
     assert [j.reached[s] for s in STAGES[:6]] == [7, 7, 6, 6, 5, 7]
     assert [j.drops[c] for c in DROP_CAUSES] == [5, 1, 2, 1]
-    assert (j._captured.n, j._captured.lo, j._captured.hi) == (3, 100, 300)
-    assert (j._scanout.n, j._scanout.lo, j._scanout.hi) == (6, 120, 450)   # (a CPU's 0 is no time)
-    assert (j._shown_ns, j._shown_vblanks) == (35, 3)
+    assert (j.captured_times.n, j.captured_times.lo, j.captured_times.hi) == (3, 100, 300)
+    assert (j.scanout_times.n, j.scanout_times.lo, j.scanout_times.hi) == (6, 120, 450)   # (a CPU's 0 is no time)
+    assert (j.shown_ns, j.shown_vblanks) == (35, 3)
     got = j.stages["dequeued"]
     assert (got.count, got.sum_ns, got.max_ns, got.slots) == (3, 6000, 3000, dequeued.slots)
     assert j.stages["committed"].count == 0 and j.glass.count == 0

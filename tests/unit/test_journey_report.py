@@ -100,7 +100,7 @@ def test_report_from_records_and_its_markdown():
 
 
 def test_an_audit_report_that_carries_frames_has_the_section():
-    from sits.ebpf.report import to_markdown as audit_markdown
+    from sits.cli.probe.audit import audit_markdown
     audit = {"duration_s": 1.0, "kernel": {"release": "6.18", "machine": "x86_64"}, "command": None,
              "probes": [], "rows": [], "thresholds": {},
              "hot_spots": {"flagged": [], "by_p95": [], "by_p99": [], "by_total": []},

@@ -10,8 +10,8 @@
    loop's own CPU time (user+sys, where BPF programs are charged), rounds
    interleaved, medians. Target: sits <= 0.5x bpftrace's added ns/read,
    for either filter.
-2. Streaming: bench.bpf.c emits bursts of events through the same record()
-   path (ringbuf, BPF_RB_NO_WAKEUP); sits drains the mmap'ed ring with numpy
+2. Streaming: bench.bpf.c (bench_probe.py) emits bursts of events through
+   the same record() path (ringbuf, BPF_RB_NO_WAKEUP); sits drains the mmap'ed ring with numpy
    every 2 ms. Highest event rate with zero reserve failures. Target >= 2.5 M/s.
 3. Startup: exec -> a "ready" line read by this process, printed once the
    probes are attached. Headline, the command users run: `sits probe audit
@@ -135,14 +135,15 @@ def overhead(exe, n, rounds):
 def streaming(exe):
     import numpy  # noqa: F401  (imported before timing)
 
+    from bench_probe import add_bursts
     from sits.ebpf.probes import Filters, ProbeSession
     from sits.ebpf.ringbuf import ring_consumer
     results = []
     for burst in (8, 16, 32, 64, 128, 256):
         calls = max(20000, 4_000_000 // burst)
-        s = ProbeSession(("bench",), filters=Filters(follow=True), hist=False, stream=True,
-                         bench_burst=burst, ring_bytes=16 << 20).start()
+        s = ProbeSession((), filters=Filters(follow=True), hist=False, stream=True, ring_bytes=16 << 20).start()
         try:
+            add_bursts(s, burst)
             rc = ring_consumer(s)
             proc = subprocess.Popen([exe, str(calls)], stdin=subprocess.PIPE)
             s.track(proc.pid)

@@ -11,7 +11,7 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
               interval, top_n, per_thread, stream):
     """Record for a while (or while COMMAND runs) and report statistics, hot
     spots, drops and probe overhead.  Usage: sits probe audit [OPTIONS] [-- COMMAND ...]"""
-    from sits.ebpf.report import Aggregate, audit_report, parse_thresholds, to_markdown
+    from sits.ebpf.report import Aggregate, audit_report, parse_thresholds
     command = list(command)
     if as_json and markdown:
         raise UsageError("--json and --markdown exclude each other")
@@ -92,18 +92,29 @@ def run_audit(*, command, duration, as_json, markdown, output, probes, pid, comm
         import json
         text = json.dumps(report, indent=2) + "\n"
     elif markdown:
-        text = to_markdown(report) + "\n"
+        text = audit_markdown(report) + "\n"
     else:
         text = None
     if output:
         with open(output, "w") as f:
-            f.write(text if text is not None else to_markdown(report) + "\n")
+            f.write(text if text is not None else audit_markdown(report) + "\n")
         if text is None:
             _print_report(report)
     elif text is not None:
         sys.stdout.write(text)
     else:
         _print_report(report)
+
+
+def audit_markdown(report: dict) -> str:
+    """The audit report in markdown, with the section "Where frames lose
+    time" when it carries the frames' journey."""
+    from sits.ebpf.report import to_markdown
+    frames = None
+    if report.get("frames"):
+        from sits.journey.report import to_markdown as frames_markdown
+        frames = frames_markdown(report)
+    return to_markdown(report, frames)
 
 
 def _frames_follower(session):

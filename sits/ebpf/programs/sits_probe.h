@@ -37,7 +37,6 @@ enum sits_probe_id {
 	SITS_P_AVCODEC_SEND_FRAME = 42,
 	SITS_P_AVCODEC_RECEIVE_PACKET = 43,
 	SITS_P_FRAME_SCANOUT = 50,   /* journey.bpf.c: captured -> on screen, by CRTC */
-	SITS_P_BENCH = 60,
 	SITS_P_MAX = 64
 };
 
@@ -146,9 +145,7 @@ struct sits_config {
 	char filter_comm[SITS_COMM_LEN]; /* "" = any */
 	__u64 probe_mask;    /* bit per enum sits_probe_id */
 	__u32 stream;        /* emit one sits_event per sample */
-	__u32 bench_burst;   /* bench.bpf.c: events per trigger */
 	__u32 filter_tgid;   /* the one traced tgid (no map lookup), 0 = see filter_pids */
-	__u32 pad;
 };
 
 #endif
