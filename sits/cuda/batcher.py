@@ -101,8 +101,5 @@ class DynamicBatcher:
         n = min(len(self._queue), self.cap)
         return [self._queue.popleft()[1] for _ in range(n)]
 
-    def arrivals(self) -> list[float]:
-        return [t for t, _ in self._queue]
-
     def observe(self, n: int, seconds: float) -> None:
         self.cost.observe(n, seconds)

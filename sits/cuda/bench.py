@@ -61,7 +61,8 @@ def _wall_us(fn, sync, iters: int, repeats: int = 5, warmup: int = 20) -> float:
     return statistics.median(times)
 
 
-def _random_device_frames(cp, src: SourceFormat, n: int, seed: int):
+def random_device_frames(cp, src: SourceFormat, n: int, seed: int):
+    """n frames of random bytes in device memory."""
     rs = cp.random.RandomState(seed)
     return [rs.randint(0, 256, src.frame_bytes, dtype=cp.uint8) for _ in range(n)]
 
@@ -93,11 +94,10 @@ def _graph_of(cp, stream, fn, reps: int):
 AREA_BANDS = (1, 2, 4, 8)
 
 
-def _time_fixed(cp, stream, conv, sets, outs, batch: int, reps: int = 20) -> float:
-    """ms per launch of the fused kernel alone: two fixed conversions (two
+def time_fixed(cp, stream, fixed, reps: int = 20) -> float:
+    """ms per launch of the fused kernel alone: two FixedConversions (of two
     frame sets, replayed alternately so the inputs are not served from L2),
     `reps` launches in one graph."""
-    fixed = [conv.fixed(sets[i], out=outs[i]) for i in range(2)]
     turn = [0]
 
     def enqueue():
@@ -108,8 +108,8 @@ def _time_fixed(cp, stream, conv, sets, outs, batch: int, reps: int = 20) -> flo
 
 
 def bench_fused(cp, stream, d2d_bps: float, batch: int = 32) -> list[dict]:
-    from sits.cuda import kernel as K
     from sits.cuda.convert import FrameConverter
+    from sits.cuda.kernel import Variant
 
     rows = []
     cases = [(fmt, size, resize, "float16", "NCHW") for fmt in ("YUYV", "NV12") for size in (224, 640)
@@ -119,38 +119,39 @@ def bench_fused(cp, stream, d2d_bps: float, batch: int = 32) -> list[dict]:
     for fmt, size, resize, dtype, layout in cases:
         src = SourceFormat(fmt, W, H)
         if fmt not in sets_of:
-            sets_of = {fmt: [_random_device_frames(cp, src, batch, seed) for seed in (1, 2)]}
+            sets_of = {fmt: [random_device_frames(cp, src, batch, seed) for seed in (1, 2)]}
         sets = sets_of[fmt]
         plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **IMAGENET), resize=resize)
         conv = FrameConverter(plan, max_batch=batch, stream=stream, slots=2)
-        outs = [conv._allocate(batch) for _ in range(2)]
+        outs = [conv.allocate(batch) for _ in range(2)]
         sweep = {}
-        if resize == "area":
+        if resize == "area":  # the same launches with other rows per block
             for band in AREA_BANDS:
-                K.AREA_BAND_ROWS = band
-                try:
-                    sweep[band] = _time_fixed(cp, stream, conv, sets, outs, batch)
-                finally:
-                    K.AREA_BAND_ROWS = None
+                other = FrameConverter(plan, max_batch=batch, stream=stream, slots=1, variant=Variant(band_rows=band))
+                sweep[band] = time_fixed(cp, stream, [other.fixed(sets[i], out=outs[i]) for i in range(2)])
+                del other
+        fixed = [conv.fixed(sets[i], out=outs[i]) for i in range(2)]
         auto_band = None
-        if resize == "area":
-            auto_band = K.area_band_rows(plan, batch, conv._resident.get(max(conv._vecs)))
-        ms = _time_fixed(cp, stream, conv, sets, outs, batch)
+        if resize == "area":  # the rows per block of the product's launch
+            auto_band = -(-size // fixed[0].launch_shape[0][0])
+        ms = time_fixed(cp, stream, fixed)
         in_bytes = batch * src.frame_bytes
         out_bytes = batch * 3 * size * size * (1 if dtype == "uint8" else 2 if dtype != "float32" else 4)
         roof_ms = (in_bytes + out_bytes) / d2d_bps * 1e3
         rows.append(dict(format=fmt, size=size, resize=resize, dtype=dtype, layout=layout, batch=batch, ms=ms,
-                         vec=4 if 4 in conv._vecs else 1, band=auto_band,
+                         vec=fixed[0].vec, band=auto_band,
                          band_sweep_ms={str(k): v for k, v in sweep.items()},
                          fps=batch / ms * 1e3, gbps=(in_bytes + out_bytes) / ms / 1e6,
                          roofline_ms=roof_ms, roofline_frac=roof_ms / ms, registers=conv.registers))
-        del conv, outs
+        del conv, fixed, outs
     del sets_of
     return rows
 
 
 # -- (b) ------------------------------------------------------------------------
-def _torch_chain(torch, fmt: str, size: int, antialias: bool):
+def torch_chain(torch, fmt: str, size: int, antialias: bool):
+    """The conversion as a PyTorch user writes it today, unfused: a function
+    of a (N, frame_bytes) uint8 CUDA tensor."""
     import torch.nn.functional as F
 
     mean = torch.tensor(IMAGENET["mean"], device="cuda").view(1, 3, 1, 1)
@@ -254,7 +255,7 @@ def bench_unfused(cp, stream, fused_rows: list[dict], batch: int = 32) -> list[d
             traw = torch.from_dlpack(raw)
             ts = torch.cuda.ExternalStream(stream.ptr)
             for name, anti in (("pytorch", False), ("pytorch-antialias", True)):
-                chain = _torch_chain(torch, fmt, size, anti)
+                chain = torch_chain(torch, fmt, size, anti)
                 peers.append((name, lambda c=chain: c(traw), ts))
             if kornia is not None:
                 chain = _kornia_chain(torch, kornia, fmt, size)
@@ -302,7 +303,7 @@ def bench_graphs(cp, stream) -> dict:
     res = {}
     src = SourceFormat("YUYV", W, H)
     fb = src.frame_bytes
-    frame = _random_device_frames(cp, src, 1, 3)[0]
+    frame = random_device_frames(cp, src, 1, 3)[0]
     noise = np.random.default_rng(3).integers(0, 256, fb, dtype=np.uint8)
     s = torch.cuda.Stream()
     ts = cp.cuda.ExternalStream(s.cuda_stream)
@@ -311,7 +312,7 @@ def bench_graphs(cp, stream) -> dict:
     traw = torch.from_dlpack(frame).view(1, -1)
     host_t = torch.from_numpy(noise.copy()).pin_memory()
     dev_t = torch.empty_like(host_t, device="cuda")
-    chain = _torch_chain(torch, "YUYV", 224, False)
+    chain = torch_chain(torch, "YUYV", 224, False)
     pipelines = {"device": lambda: chain(traw),
                  "host": lambda: chain(dev_t.copy_(host_t, non_blocking=True).view(1, -1))}
     for name, fn in pipelines.items():
@@ -334,7 +335,7 @@ def bench_graphs(cp, stream) -> dict:
     # upload, the kernel); the graph is a FixedConversion's one cuGraphLaunch.
     plan = make_plan(src, OutputSpec(224, 224, dtype="float16", **IMAGENET), resize="bilinear")
     conv = FrameConverter(plan, max_batch=1, stream=stream)
-    out = conv._allocate(1)
+    out = conv.allocate(1)
     eager = _wall_us(lambda: conv.convert([frame], out=out, graph=False), stream.synchronize, 200)
     cached = _wall_us(lambda: conv.convert([frame], out=out, graph=True), stream.synchronize, 200)
     fixed = conv.fixed([frame], out=out)
@@ -413,9 +414,8 @@ def bench_ingest(cp, stream, frames: int = 32) -> dict:
     # The fused kernel reading the registered pages directly (no copy at all).
     plan = make_plan(src, OutputSpec(224, 224, dtype="float16", **IMAGENET), resize="area")
     conv = FrameConverter(plan, max_batch=frames, stream=stream, registry=reg)
-    hf = [HostFrame(b, sequence=i) for i, b in enumerate(bufs)]
-    conv.convert(hf)
-    ms_direct = _events_ms(cp, stream, lambda: conv._enqueue(conv._slots[0], frames, conv.last_vec), 3)
+    direct = conv.fixed([HostFrame(b, sequence=i) for i, b in enumerate(bufs)])
+    ms_direct = _events_ms(cp, stream, direct.enqueue, 3)
     total = frames * fb
     out = dict(frame_bytes=fb, frames=frames,
                registered_copy_gbps=total / ms_reg / 1e6, pageable_copy_gbps=total / ms_page / 1e6,
@@ -423,7 +423,7 @@ def bench_ingest(cp, stream, frames: int = 32) -> dict:
                direct_kernel_read_gbps=total / ms_direct / 1e6, direct_kernel_fps=frames / ms_direct * 1e3)
     out["registered_vs_pageable"] = out["registered_copy_gbps"] / out["pageable_copy_gbps"]
     out["registered_vs_55gbps"] = out["registered_copy_gbps"] / 55.0
-    del conv, dev
+    del direct, conv, dev
     for b in bufs:
         reg.unregister(b)
         b.close()

@@ -64,13 +64,18 @@ class DeviceFrame:
     timestamp_ns: int = -1
 
 
+def _kernel(name: str, variant: K.Variant = K.PRODUCT):
+    """The kernel `name` (kernel.kernel_name) of the variant's text."""
+    return _built(name, K.kernel_source(variant))
+
+
 @functools.cache
-def _kernel(name: str):
-    """The kernel `name` (kernel.kernel_name), compiled by NVRTC for this GPU
-    on its own, when a plan first needs it: a kernel that does not build
-    costs only the plans that use it, with one line saying why."""
+def _built(name: str, source: str):
+    """The kernel `name` of `source`, compiled by NVRTC for this GPU on its
+    own, when a plan first needs it: a kernel that does not build costs only
+    the plans that use it, with one line saying why."""
     cp = cupy()
-    mod = cp.RawModule(code=K.kernel_source(), options=("-std=c++17",), name_expressions=(name,))
+    mod = cp.RawModule(code=source, options=("-std=c++17",), name_expressions=(name,))
     try:
         mod.compile()
     except cp.cuda.compiler.CompileException as exc:
@@ -217,37 +222,47 @@ class _Slot:
 
 
 class FrameConverter:
+    """Converts batches of frames of one plan (see the module doc).
+    `variant` is how its kernels are built and launched: the product's
+    unless a test or a benchmark gives another (kernel.Variant)."""
+
     def __init__(self, plan: Plan, *, max_batch: int = 64, stream=None, slots: int = 3,
-                 use_graphs: bool = True, registry: HostRegistry | None = None):
+                 use_graphs: bool = True, registry: HostRegistry | None = None,
+                 variant: K.Variant = K.PRODUCT):
         cp = cupy()
         self.plan = plan
         self.max_batch = max_batch
+        self.variant = variant
         # Area may use 16-byte loads when rows are 16-byte aligned; frames whose
         # addresses are not get the 4-byte kernel (chosen per launch).
         self._vecs = (1, 4) if plan.resize == "area" and K.vec4_possible(plan) else (1,)
-        self._smem = {v: K.launch_shape(plan, max_batch, v)[2] for v in self._vecs}  # refuses bad sizes now
+        self._smem = {v: K.launch_shape(plan, max_batch, v, variant=variant)[2]
+                      for v in self._vecs}  # refuses bad sizes now
         try:
             self._kernels, self._params = {}, {}
             for v in self._vecs:
-                kern = _kernel(K.kernel_name(plan, v))
+                kern = _kernel(K.kernel_name(plan, v, variant), variant)
                 most = self._smem[v]
-                if K.area_integer(plan, v):  # its shared memory grows with the band's rows
+                if K.area_integer(plan, v, variant):  # its shared memory grows with the band's rows
                     most = K.area_int_shared(plan, K.area_int_max_rows(plan))
                 if most > 48 * 1024:
                     kern.max_dynamic_shared_size_bytes = most
                 kern.num_regs  # loads the module now, outside any graph capture
                 self._kernels[v] = kern
-                packed = K.pack_params(plan, None, v)
+                packed = K.pack_params(plan, None, v, variant)
                 self._params[v] = (K.param_struct(packed), cp.asarray(packed))
             self.registers = self._kernels[self._vecs[-1]].num_regs
-            self._resident = {}  # area blocks the GPU holds at once, per kernel
+            # Area blocks the GPU holds at once, per load width (vec words;
+            # kernel.area_resident); empty for bilinear plans.
+            self.resident: dict[int, int] = {}
             if plan.resize == "area":
                 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
                 for v in self._vecs:
-                    self._resident[v] = K.area_resident(
+                    self.resident[v] = K.area_resident(
                         self._kernels[v].num_regs, self._smem[v], props["multiProcessorCount"],
                         props.get("sharedMemPerMultiprocessor", 228 * 1024),
-                        props.get("reservedSharedMemPerBlock", 1024), K.launch_shape(plan, 1, v)[1][0])
+                        props.get("reservedSharedMemPerBlock", 1024),
+                        K.launch_shape(plan, 1, v, variant=variant)[1][0])
             self.stream = stream or cp.cuda.Stream(non_blocking=True)
             self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
         except Exception as exc:
@@ -262,7 +277,9 @@ class FrameConverter:
         self.graph_captures = 0
         self.launches = 0
 
-    def _allocate(self, n: int):
+    def allocate(self, n: int):
+        """A new output for n frames of the plan on the converter's stream
+        (what convert() fills when given no out=)."""
         cp = cupy()
         shape = self.plan.out_shape(n)
         if self.plan.out.dtype == "bfloat16":
@@ -329,7 +346,7 @@ class FrameConverter:
     # -- launching -----------------------------------------------------------------
     def _enqueue(self, slot: _Slot, n: int, vec: int = 1) -> None:
         cp = cupy()
-        grid, block, smem = K.launch_shape(self.plan, n, vec, self._resident.get(vec))
+        grid, block, smem = K.launch_shape(self.plan, n, vec, self.resident.get(vec), self.variant)
         cp.cuda.runtime.memcpyAsync(slot.dev.data.ptr, slot.host.ctypes.data, (1 + 2 * n) * 8, H2D,
                                     self.stream.ptr)
         with self.stream:
@@ -346,7 +363,7 @@ class FrameConverter:
         n = len(frames)
         try:
             if out is None:
-                out = self._allocate(n)
+                out = self.allocate(n)
             out_ptr = _out_pointer(out, self.plan, n)
             slot = self._slots[self._next]
             self._next = (self._next + 1) % len(self._slots)
@@ -413,7 +430,7 @@ class FixedConversion:
             raise UsageError("fixed conversions read frames where they are: give HostFrames or device "
                              "arrays, not numpy frames")
         if out is None:
-            out = conv._allocate(n)
+            out = conv.allocate(n)
         planes, self.import_path = conv._resolve(frames)
         self.zero_copy = True
         self.frames, self.tensor, self.stream, self.plan = frames, out, conv.stream, conv.plan
@@ -421,7 +438,9 @@ class FixedConversion:
         table = K.pointer_table(_out_pointer(out, conv.plan, n), planes, conv.plan)
         self._table = cp.asarray(table)  # uploaded once, synchronously
         cp.cuda.runtime.deviceSynchronize()
-        grid, block, smem = K.launch_shape(conv.plan, n, self.vec, conv._resident.get(self.vec))
+        # (grid, block, dynamic shared bytes) of its launch (kernel.launch_shape).
+        self.launch_shape = K.launch_shape(conv.plan, n, self.vec, conv.resident.get(self.vec), conv.variant)
+        grid, block, smem = self.launch_shape
         kernel, params = conv._kernels[self.vec], conv._params[self.vec]
         self._launch_args = (grid, block, (*params, self._table))
         self._smem = smem

@@ -23,12 +23,12 @@ class ImportedDmabuf:
 
     def __init__(self, fd: int, size: int):
         cupy()  # the primary context current on this thread, as the converter's
-        drv, reason = P._load_driver()
+        drv, reason = P.load_driver()
         if drv is None:
             raise DeviceError(reason)
         try:
             ext, dptr = P.import_dmabuf(drv, fd, size)
-        except P._CudaCallFailed as exc:
+        except P.CudaCallFailed as exc:
             raise DeviceError(f"CUDA cannot import this dma-buf ({exc})") from None
         self.size = size
         self.device_pointer = dptr

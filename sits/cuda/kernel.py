@@ -40,16 +40,11 @@ AREA_THREADS = 256
 # Hopper's per-block opt-in limit is 227 KiB; stay under it with room.
 MAX_SHARED_BYTES = 200 * 1024
 INT32_MAX = 2 ** 31 - 1
-# Output rows per area block; None: chosen from the launch size (area_band_rows).
-AREA_BAND_ROWS: int | None = None
-# Whether 16-byte area launches of 8-bit YUV take the integer kernel when
-# its weights are exact (area_integer); False keeps the float kernel.
-AREA_INTEGER = True
 # Formats area_int handles: 8-bit YUV, read as 16-byte groups.
 AREA_INTEGER_FORMATS = ("YUYV", "UYVY", "NV12", "NV16")
 # area_int keeps a row buffer for each row of its band: at most this many.
 AREA_INT_MAX_ROWS = 8
-# Threads of an area_int block (SITS_INT_THREADS in kernels/convert.cu, kernel_defines).
+# Threads of an area_int block: the product's Variant.int_threads (SITS_INT_THREADS in kernels/convert.cu).
 AREA_INT_THREADS = 256
 # `struct Span` in kernels/convert.cu: one row or column of an area resampling
 # (W, q, scale: the integer kernel's exact weights, area_integer).
@@ -57,20 +52,46 @@ SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4")
                        ("W", "<u4"), ("q", "<i4"), ("scale", "<f4")])
 
 
-def kernel_defines() -> dict[str, str]:
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """How the kernels are built and area launches are made. Variant() is
+    the product's choice, which every function here takes by default; a test
+    passes another to reach a path the product takes only for other plans,
+    a benchmark to time one against the product's (tools/bench)."""
+
+    # 16-byte area launches of 8-bit YUV take the integer kernel when its
+    # weights are exact (area_integer); False keeps the float kernel.
+    integer: bool = True
+    # area_int's general path sums a footprint row with dot products where
+    # dot_columns can hold the plan's column weights; False: loops.
+    dot: bool = True
+    # Output rows per area block; None: area_band_rows chooses them.
+    band_rows: int | None = None
+    # Threads of an area_int block (SITS_INT_THREADS in the kernel text).
+    int_threads: int = AREA_INT_THREADS
+    # (NAME, VALUE) #defines in front of the kernel text after ours: the
+    # kernel's #ifndef tuning numbers (SITS_AREA_MIN_BLOCKS, ...).
+    defines: tuple[tuple[str, str], ...] = ()
+
+
+PRODUCT = Variant()
+
+
+def kernel_defines(variant: Variant = PRODUCT) -> dict[str, str]:
     """The #defines that kernels/convert.cu needs from here: its block sizes,
     for the GPU build (kernel_source) and the CPU emulator alike."""
     return {"SITS_BILINEAR_THREADS": str(math.prod(BILINEAR_BLOCK)), "SITS_AREA_THREADS": str(AREA_THREADS),
-            "SITS_INT_THREADS": str(AREA_INT_THREADS)}
+            "SITS_INT_THREADS": str(variant.int_threads)}
 
 
-def kernel_source(extra: dict[str, str] | None = None) -> str:
-    """The kernel text with kernel_defines() in front, and a benchmark's own
-    `extra` defines (tools/bench: the kernel's #ifndef tuning numbers)."""
-    ours = kernel_defines()
-    if set(ours) & set(extra or {}):
-        raise ValueError(f"{sorted(set(ours) & set(extra))} come from kernel.py's constants; set those instead")
-    defines = {**ours, **(extra or {})}
+def kernel_source(variant: Variant = PRODUCT) -> str:
+    """The kernel text with kernel_defines() in front, then the variant's own
+    defines, which may not restate those (set the Variant's fields instead)."""
+    ours = kernel_defines(variant)
+    extra = dict(variant.defines)
+    if set(ours) & set(extra):
+        raise ValueError(f"{sorted(set(ours) & set(extra))} come from the Variant's fields; set those instead")
+    defines = {**ours, **extra}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + KERNEL_SOURCE_PATH.read_text()
 
 
@@ -79,12 +100,6 @@ def compiler_error(log: str) -> str:
     ("...: error: ..." or "...; error   : ..."), else its first line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     return next((line for line in lines if re.search(r"\berror\s*:", line)), lines[0] if lines else "(no message)")
-
-
-def parse_defines(text: str) -> dict[str, str]:
-    """NAME=VALUE items separated by commas or spaces (NAME alone means
-    NAME=1; a later item wins): the benchmarks' --defines."""
-    return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
 
 
 def _padded(n: int) -> int:
@@ -209,13 +224,13 @@ def _exact_spans(start: int, length: int, count: int, sub: int, end: int, base: 
              scale) for i0, n, w0, w1 in raw]
 
 
-def area_integer(plan: Plan, vec: int = 4) -> bool:
+def area_integer(plan: Plan, vec: int = 4, variant: Variant = PRODUCT) -> bool:
     """Whether the area launch with `vec`-word groups takes the integer
-    kernel (area_int): 8-bit YUV, 16-byte groups, and exact weights whose
+    kernel (area_int): the variant's choice, 8-bit YUV, 16-byte groups, and exact weights whose
     sums fit its lanes (255 * the weights of a footprint row < 2^16; 65535
     * those of a column < 2^32), in planes whose rows it finds at 32-bit
     offsets (stride * rows < 2^32)."""
-    if not AREA_INTEGER or vec != 4 or plan.resize != "area" or plan.info.name not in AREA_INTEGER_FORMATS:
+    if not variant.integer or vec != 4 or plan.resize != "area" or plan.info.name not in AREA_INTEGER_FORMATS:
         return False
     if 4 * area_words(plan, 4).int_row > MAX_SHARED_BYTES:
         return False  # the float kernel refuses it with the reason
@@ -328,19 +343,16 @@ def col_table(cols: np.ndarray, integer: bool = False) -> np.ndarray:
     return entries.reshape(-1).view(np.uint8)
 
 
-# area_int's general path sums a footprint row with dot products when
-# dot_columns can hold the plan's column weights (False: loops).
-AREA_INT_DOT = True
 DOT_WORDS = 6  # row-buffer words a column's dot products cover, each part
 
 
-def dot_columns(plan: Plan) -> np.ndarray | None:
+def dot_columns(plan: Plan, variant: Variant = PRODUCT) -> np.ndarray | None:
     """The dot-product column table of area_int's general path (kernels/
-    convert.cu `DotCol`, 12 words a column), or None where it cannot serve:
-    SHORT plans (their own table, short_columns), a column weight over 255
+    convert.cu `DotCol`, 12 words a column), or None where it does not serve:
+    a variant without them, SHORT plans (their own table, short_columns), a column weight over 255
     (a byte of the product), or a footprint past DOT_WORDS words of a row
     buffer part."""
-    if not (AREA_INT_DOT and area_integer(plan, 4)) or area_int_short(plan):
+    if not (variant.dot and area_integer(plan, 4, variant)) or area_int_short(plan):
         return None
     words = area_words(plan, 4)
     _, _, cols0, cols1 = _integer_spans(plan)
@@ -411,8 +423,6 @@ def area_band_rows(plan: Plan, batch: int, resident: int | None = None) -> int:
     """Output rows per area block: up to 4 (measured best on the H200 for
     224 and 640 outputs), fewer when the launch would not fill the GPU twice
     over with `resident` blocks at a time (area_resident; a guess without)."""
-    if AREA_BAND_ROWS:
-        return int(AREA_BAND_ROWS)
     return max(1, min(4, plan.out.height * batch // (2 * (resident or 660))))
 
 
@@ -438,8 +448,8 @@ def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: in
     return sms * max(1, min(by_regs, by_smem, 2048 // threads))
 
 
-def kernel_name(plan: Plan, vec: int = 1) -> str:
-    if area_integer(plan, vec):
+def kernel_name(plan: Plan, vec: int = 1, variant: Variant = PRODUCT) -> str:
+    if area_integer(plan, vec, variant):
         return f"sits::area_int<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {int(area_int_short(plan))}>"
     if plan.resize == "area":
         return f"sits::area<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {vec}>"
@@ -469,7 +479,8 @@ def default_out_strides(plan: Plan) -> tuple[int, int, int, int]:
     return (3 * h * w, 1, 3 * w, 3)
 
 
-def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None, vec: int = 1) -> np.ndarray:
+def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None, vec: int = 1,
+                variant: Variant = PRODUCT) -> np.ndarray:
     """The Params block as bytes (uint8 array of PARAM_WORDS * 4), followed for
     area plans by the Span table (16-byte aligned, at span_offset)."""
     strides = out_strides or default_out_strides(plan)
@@ -477,7 +488,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         raise UsageError(f"output strides {strides} do not fit the kernel's 32-bit strides")
     head = PARAM_WORDS * 4
     span_offset = -(-head // 16) * 16
-    integer = area_integer(plan, vec)
+    integer = area_integer(plan, vec, variant)
     if plan.resize == "area":
         words = area_words(plan, vec)
         spans, starts = area_spans(plan, words, integer)
@@ -497,7 +508,7 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
             col_tables.append(table)
             at += table.nbytes
     cols2 = 0  # area_int: its path's own column table (dot products or SHORT's), after the ColTables
-    own = (short_columns(plan) if area_int_short(plan) else dot_columns(plan)) if integer else None
+    own = (short_columns(plan) if area_int_short(plan) else dot_columns(plan, variant)) if integer else None
     if own is not None:
         cols2 = span_offset + spans.nbytes + sum(t.nbytes for t in col_tables)
         col_tables.append(own.reshape(-1).view(np.uint8))
@@ -545,8 +556,8 @@ def param_struct(packed: np.ndarray) -> np.void:
     return np.frombuffer(packed[:PARAM_WORDS * 4].tobytes(), dtype=words)[0]
 
 
-def launch_shape(plan: Plan, batch: int, vec: int = 1,
-                 resident: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def launch_shape(plan: Plan, batch: int, vec: int = 1, resident: int | None = None,
+                 variant: Variant = PRODUCT) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """(grid, block, dynamic shared bytes) for one batch; `resident`: area
     blocks the GPU holds at once (area_resident), when known."""
     if batch < 1:
@@ -555,12 +566,12 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1,
         raise UsageError(f"batch size {batch} is over the kernel's limit of 65535")
     if plan.resize == "area":
         words = area_words(plan, vec)
-        band = area_band_rows(plan, batch, resident)
-        if area_integer(plan, vec):  # a row buffer for each row of the band
+        band = variant.band_rows or area_band_rows(plan, batch, resident)
+        if area_integer(plan, vec, variant):  # a row buffer for each row of the band
             band = max(1, min(band, area_int_max_rows(plan)))
             blocks = -(-plan.out.height // band)
             rows = -(-plan.out.height // blocks)
-            return (blocks, batch, 1), (AREA_INT_THREADS, 1, 1), area_int_shared(plan, rows)
+            return (blocks, batch, 1), (variant.int_threads, 1, 1), area_int_shared(plan, rows)
         smem = words.shared_bytes
         if smem > MAX_SHARED_BYTES:
             raise UsageError(f"crop width {plan.crop[2]} needs {smem} B of shared memory for area "

@@ -35,7 +35,7 @@ class _ExternalMemoryBufferDesc(ctypes.Structure):
                 ("reserved", ctypes.c_uint * 16)]
 
 
-class _Driver:
+class Driver:
     """The few libcuda entry points the probe needs; every call is checked."""
 
     def __init__(self, lib: ctypes.CDLL):
@@ -53,19 +53,24 @@ class _Driver:
     def check(self, fn: str, *args) -> None:
         rc = self.call(fn, *args)
         if rc != 0:
-            raise _CudaCallFailed(fn, self.error_name(rc))
+            raise CudaCallFailed(fn, self.error_name(rc))
 
 
-class _CudaCallFailed(Exception):
+class CudaCallFailed(Exception):
+    """A libcuda call returned an error: `fn` is the entry point, `error` the
+    CUresult's name (what import_dmabuf and Driver.check raise)."""
+
     def __init__(self, fn: str, error: str):
         super().__init__(f"{fn}: {error}")
         self.fn = fn
         self.error = error
 
 
-def _load_driver() -> tuple[_Driver | None, str | None]:
+def load_driver() -> tuple[Driver | None, str | None]:
+    """libcuda through ctypes: (Driver, None), or (None, why not) where there
+    is no CUDA driver. The probe and sits.cuda.extmem both start here."""
     try:
-        return _Driver(ctypes.CDLL("libcuda.so.1")), None
+        return Driver(ctypes.CDLL("libcuda.so.1")), None
     except OSError as exc:
         return None, f"no CUDA driver (libcuda.so.1 could not be loaded: {exc})"
 
@@ -90,10 +95,10 @@ def _dmabuf_source():
     return None, "", why
 
 
-def import_dmabuf(drv: _Driver, fd: int, size: int) -> tuple[ctypes.c_void_p, int]:
+def import_dmabuf(drv: Driver, fd: int, size: int) -> tuple[ctypes.c_void_p, int]:
     """cuImportExternalMemory(DMABUF_FD) of `fd` and its first `size` bytes
     as a mapped buffer: (external memory, device pointer). The context must
-    be current; raises _CudaCallFailed. `fd` stays the caller's (a dup is
+    be current; raises CudaCallFailed. `fd` stays the caller's (a dup is
     imported, which the driver owns once the import succeeds)."""
     desc = _ExternalMemoryHandleDesc()
     desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD
@@ -103,7 +108,7 @@ def import_dmabuf(drv: _Driver, fd: int, size: int) -> tuple[ctypes.c_void_p, in
     rc = drv.call("cuImportExternalMemory", ctypes.byref(ext), ctypes.byref(desc))
     if rc != 0:
         os.close(desc.fd)
-        raise _CudaCallFailed("cuImportExternalMemory", drv.error_name(rc))
+        raise CudaCallFailed("cuImportExternalMemory", drv.error_name(rc))
     try:
         bdesc = _ExternalMemoryBufferDesc(0, size, 0)
         dptr = ctypes.c_ulonglong()
@@ -114,23 +119,23 @@ def import_dmabuf(drv: _Driver, fd: int, size: int) -> tuple[ctypes.c_void_p, in
     return ext, dptr.value
 
 
-def release_dmabuf(drv: _Driver, ext: ctypes.c_void_p, dptr: int) -> None:
+def release_dmabuf(drv: Driver, ext: ctypes.c_void_p, dptr: int) -> None:
     """Undo import_dmabuf: the mapping, then the external memory."""
     drv.call("cuMemFree_v2", ctypes.c_ulonglong(dptr))
     drv.call("cuDestroyExternalMemory", ext)
 
 
-def _import_dmabuf(drv: _Driver, fd: int, size: int) -> str | None:
+def _import_dmabuf(drv: Driver, fd: int, size: int) -> str | None:
     """Whether import_dmabuf works for `fd`: None on success, else the error."""
     try:
         ext, dptr = import_dmabuf(drv, fd, size)
-    except _CudaCallFailed as exc:
+    except CudaCallFailed as exc:
         return exc.error if exc.fn == "cuImportExternalMemory" else str(exc)
     release_dmabuf(drv, ext, dptr)
     return None
 
 
-def _probe_dmabuf(drv: _Driver) -> dict:
+def _probe_dmabuf(drv: Driver) -> dict:
     buf, source, why = _dmabuf_source()
     if buf is None:
         # No dma-buf exporter here (a discrete-GPU server has neither udmabuf
@@ -149,7 +154,7 @@ def _probe_dmabuf(drv: _Driver) -> dict:
     return {"supported": err is None, "error": err, "source": source}
 
 
-def _probe_host_register(drv: _Driver) -> dict:
+def _probe_host_register(drv: Driver) -> dict:
     """cuMemHostRegister of a memfd's shared mapping, as capture buffers are
     registered (sits.cuda.hostmem), and whether the GPU sees what the CPU wrote."""
     try:
@@ -173,7 +178,7 @@ def _probe_host_register(drv: _Driver) -> dict:
             visible = back.raw == pattern
             return {"supported": visible, "error": None if visible else "data written by the CPU not seen",
                     "device_pointer_is_host_pointer": dptr.value == host}
-        except _CudaCallFailed as exc:
+        except CudaCallFailed as exc:
             return {"supported": False, "error": str(exc)}
         finally:
             drv.call("cuMemHostUnregister", ctypes.c_void_p(host))
@@ -189,7 +194,7 @@ def probe(device: int = 0) -> dict:
 
 
 def _probe(device: int) -> dict:
-    drv, reason = _load_driver()
+    drv, reason = load_driver()
     if drv is None:
         return {"available": False, "reason": reason}
     rc = drv.call("cuInit", 0)

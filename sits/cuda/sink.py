@@ -111,7 +111,7 @@ class CompletionQueue(FdOwner):
     def _read_records(self) -> None:
         while True:
             try:
-                data = os.read(self._fd, 4096 * RECORD.size)
+                data = os.read(self.fileno(), 4096 * RECORD.size)
             except BlockingIOError:
                 return
             for ident, done_ns in RECORD.iter_unpack(data):

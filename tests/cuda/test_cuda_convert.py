@@ -30,9 +30,10 @@ def random_frames(src, n, seed):
     return [rng.integers(0, 256, src.frame_bytes, dtype=np.uint8) for _ in range(n)]
 
 
-def convert(cp, plan, frames, **kw):
+def convert(cp, plan, frames, variant=None, **kw):
     from sits.cuda.convert import FrameConverter
-    conv = FrameConverter(plan, max_batch=max(len(frames), 1), slots=1)
+    from sits.cuda.kernel import PRODUCT
+    conv = FrameConverter(plan, max_batch=max(len(frames), 1), slots=1, variant=variant or PRODUCT)
     batch = conv.convert([cp.asarray(f) for f in frames], **kw)
     batch.synchronize()  # the converter's stream does not order with CuPy's default stream
     return cp.asnumpy(batch.tensor), batch, conv
@@ -216,18 +217,19 @@ def test_bad_frames_are_refused(cp):
 
 @pytest.mark.parametrize("band", [1, 2, 3, 8])
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12", "P010", "XRGB8888"])
-def test_area_bands_on_the_gpu(cp, fmt, band, monkeypatch):
+def test_area_bands_on_the_gpu(cp, fmt, band):
     # Several output rows per block (two shared-memory row buffers, one
     # barrier per row): a missing barrier would show as a moving error here.
     from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    variant = K.Variant(band_rows=band)
     src = SourceFormat(fmt, 1280, 720)
     plan = make_plan(src, OutputSpec(160, 100, dtype="float32"), resize="area", letterbox=True)
     frames = random_frames(src, 3, seed=band)
     ref = R.convert_batch(frames, plan)
     for _ in range(2):
-        got, _, conv = convert(cp, plan, frames)
+        got, _, conv = convert(cp, plan, frames, variant)
         assert conv.last_vec == 4
+        assert conv.fixed([cp.asarray(f) for f in frames]).launch_shape[0][0] == -(-100 // band)
         assert R.max_error(got, ref, "float32") <= 1.0
 
 

@@ -156,8 +156,11 @@ def _aligned(frame: np.ndarray) -> np.ndarray:
 
 
 def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None = None,
-        vec: int = 1) -> np.ndarray:
-    """Convert `frames` (each one buffer holding all planes) with the emulated kernel."""
+        vec: int = 1, variant: K.Variant = K.PRODUCT) -> np.ndarray:
+    """Convert `frames` (each one buffer holding all planes) with the emulated
+    kernel, launched as `variant` says (its choices; the text is the product's)."""
+    if K.kernel_source(variant) != K.kernel_source():
+        raise ValueError("the emulator builds the product's kernel text; this variant changes it")
     lib = library()
     batch = len(frames)
     dtype = DTYPES[plan.out.dtype]
@@ -167,14 +170,14 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
         strides = None
     else:
         strides = out_strides
-    params = _aligned(K.pack_params(plan, strides, vec))  # the Span table is 16-byte aligned
+    params = _aligned(K.pack_params(plan, strides, vec, variant))  # the Span table is 16-byte aligned
     bufs = [_aligned(np.ascontiguousarray(f, dtype=np.uint8).reshape(-1)) for f in frames]
     planes = [K.frame_planes(b.ctypes.data, plan) for b in bufs]
     table = K.pointer_table(out.ctypes.data, planes, plan)
-    grid, block, smem = K.launch_shape(plan, batch, vec)
+    grid, block, smem = K.launch_shape(plan, batch, vec, variant=variant)
     area = 0
     if plan.resize == "area":
-        area = (6 if K.area_int_short(plan) else 5) if K.area_integer(plan, vec) else 4 if vec == 4 else 1
+        area = (6 if K.area_int_short(plan) else 5) if K.area_integer(plan, vec, variant) else 4 if vec == 4 else 1
     rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], area,
                         params.ctypes.data, table.ctypes.data, *grid, *block, smem)
     if rc != 0:

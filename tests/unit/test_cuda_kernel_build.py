@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from sits.cuda import convert as C
+from sits.cuda import kernel as K
 from sits.errors import DeviceError
 
 PTXAS_LOG = """kern.cu(3): warning: a note that is not the error
@@ -27,9 +28,11 @@ class RawModule:
 
     def __init__(self, code, options, name_expressions):
         self.names = tuple(name_expressions)
+        self.code = code
 
     def compile(self):
         RawModule.built.append(self.names)
+        RawModule.sources.append(self.code)
         if any("area_int" in n for n in self.names):
             raise CompileException()
 
@@ -44,9 +47,10 @@ def fake_cupy(monkeypatch):
         Device=lambda: SimpleNamespace(compute_capability="87")))
     monkeypatch.setattr(C, "cupy", lambda: cp)
     RawModule.built = []
-    C._kernel.cache_clear()
+    RawModule.sources = []
+    C._built.cache_clear()
     yield cp
-    C._kernel.cache_clear()  # no stand-in kernels left for a later (GPU) test
+    C._built.cache_clear()  # no stand-in kernels left for a later (GPU) test
 
 
 def test_a_kernel_that_does_not_build_costs_only_its_plans(fake_cupy):
@@ -59,3 +63,16 @@ def test_a_kernel_that_does_not_build_costs_only_its_plans(fake_cupy):
     assert C._kernel("sits::bilinear<2, 0>") == ("kernel", "sits::bilinear<2, 0>")
     assert C._kernel("sits::bilinear<2, 0>") == ("kernel", "sits::bilinear<2, 0>")  # built once
     assert RawModule.built == [("sits::area_int<0, 1, 1>",), ("sits::area<0, 1, 4>",), ("sits::bilinear<2, 0>",)]
+
+
+def test_a_variant_builds_its_own_text(fake_cupy):
+    # A benchmark's variant is built from its own kernel text, beside the
+    # product's, and never stands in for it.
+    variant = K.Variant(int_threads=128, defines=(("SITS_AREA_MIN_BLOCKS", "4"),))
+    C._kernel("sits::area<0, 1, 4>")
+    C._kernel("sits::area<0, 1, 4>", variant)
+    C._kernel("sits::area<0, 1, 4>")
+    product, mine = RawModule.sources
+    assert product == K.kernel_source()
+    assert "#define SITS_INT_THREADS 128\n#define SITS_AREA_MIN_BLOCKS 4\n" in mine
+    assert "SITS_AREA_MIN_BLOCKS 4" not in product and "#define SITS_INT_THREADS 256\n" in product

@@ -82,20 +82,20 @@ def test_every_output_element_is_written():
 
 @pytest.mark.parametrize("band", [2, 3, 5])
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12", "XRGB8888"])
-def test_area_bands_of_rows(fmt, band, monkeypatch):
+def test_area_bands_of_rows(fmt, band):
     # Several output rows per block (two shared-memory row buffers, one
     # barrier per row), letterbox rows inside a band, a band count that does
     # not divide the rows.
     from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
+    variant = K.Variant(band_rows=band)
     src = padded_source(fmt, 64, 40, pad=16, align=16)
     if src.info.planes == 2:
         src = SourceFormat(fmt, 64, 40, bytesperline=src.stride(0), uv_offset=src.stride(0) * 40)
     plan = make_plan(src, OutputSpec(9, 13, dtype="float32"), resize="area", letterbox=True, crop=(2, 4, 58, 30))
-    assert K.launch_shape(plan, 2, 4)[0][0] == -(-13 // band)
+    assert K.launch_shape(plan, 2, 4, variant=variant)[0][0] == -(-13 // band)
     batch = frames(src, 2, seed=band)
     for vec in (1, 4):
-        got = E.run(plan, batch, vec=vec)
+        got = E.run(plan, batch, vec=vec, variant=variant)
         assert R.max_error(got, R.convert_batch(batch, plan), "float32") <= 1.0
 
 
@@ -155,10 +155,9 @@ INTEGER_SHAPES = [((30, 29), dict(crop=(2, 4, 90, 51)), True, "float16", "NCHW")
 @pytest.mark.parametrize("band", [None, 3])
 @pytest.mark.parametrize("size, options, short, dtype, layout", INTEGER_SHAPES)
 @pytest.mark.parametrize("fmt", ["YUYV", "UYVY", "NV12", "NV16"])
-def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band, monkeypatch):
+def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band):
     # Exact integer weights (area_int), against the oracle's float64 box filter.
     from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
     src = integer_source(fmt)
     plan = make_plan(src, OutputSpec(*size, layout=layout, dtype=dtype), resize="area", pad_rgb=(0.2, 0.4, 0.6),
                      **options)
@@ -166,7 +165,7 @@ def test_area_integer_kernel(fmt, size, options, short, dtype, layout, band, mon
     assert K.kernel_name(plan, 4) == f"sits::area_int<{src.info.code}, {K.OUT_CODES[dtype]}, {int(short)}>"
     batch = frames(src, 2, seed=hash((fmt, size, band)) % 2**32)
     batch[0][:] = 255  # every lane at its largest sum
-    got = E.run(plan, batch, vec=4)
+    got = E.run(plan, batch, vec=4, variant=K.Variant(band_rows=band))
     assert R.max_error(got, R.convert_batch(batch, plan), dtype) <= 1.0
 
 
@@ -178,15 +177,15 @@ WIDE_SHAPES = [((650, 7), {}, None), ((650, 7), {}, 3), ((625, 7), {}, 3),
 
 @pytest.mark.parametrize("size, options, band", WIDE_SHAPES)
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
-def test_area_integer_wide_short(fmt, size, options, band, monkeypatch):
+def test_area_integer_wide_short(fmt, size, options, band):
     from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_BAND_ROWS", band)
     src = integer_source(fmt, 1000, 12)
     plan = make_plan(src, OutputSpec(*size, dtype="float16"), resize="area", pad_rgb=(0.2, 0.4, 0.6), **options)
     assert K.area_integer(plan, 4) and K.area_int_short(plan)
     batch = frames(src, 2, seed=hash((fmt, size, band)) % 2**32)
     batch[0][:] = 255
-    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float16") <= 1.0
+    got = E.run(plan, batch, vec=4, variant=K.Variant(band_rows=band))
+    assert R.max_error(got, R.convert_batch(batch, plan), "float16") <= 1.0
 
 
 def test_area_integer_short_needs_byte_luma_weights():
@@ -239,21 +238,24 @@ def test_area_integer_lane_limit(rows, monkeypatch):
 
 
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
-def test_area_float_kernel_with_16_byte_loads(fmt, monkeypatch):
-    # kernel.AREA_INTEGER = False keeps the float kernel for plans the integer one takes.
+def test_area_float_kernel_with_16_byte_loads(fmt):
+    # Variant(integer=False) keeps the float kernel for plans the integer one
+    # takes; the product's choice stays the integer kernel.
     from sits.cuda import kernel as K
-    monkeypatch.setattr(K, "AREA_INTEGER", False)
+    variant = K.Variant(integer=False)
     src = integer_source(fmt)
     plan = make_plan(src, OutputSpec(30, 29, dtype="float32"), resize="area", crop=(2, 4, 90, 51))
-    assert K.kernel_name(plan, 4) == f"sits::area<{src.info.code}, 2, 4>"
+    assert K.kernel_name(plan, 4, variant) == f"sits::area<{src.info.code}, 2, 4>"
+    assert K.kernel_name(plan, 4) == f"sits::area_int<{src.info.code}, 2, 1>"
     batch = frames(src, 2, seed=5)
-    assert R.max_error(E.run(plan, batch, vec=4), R.convert_batch(batch, plan), "float32") <= 1.0
+    got = E.run(plan, batch, vec=4, variant=variant)
+    assert R.max_error(got, R.convert_batch(batch, plan), "float32") <= 1.0
 
 
 @pytest.mark.parametrize("fmt", ["YUYV", "NV12"])
 @pytest.mark.parametrize("size, options", [((10, 3), dict(crop=(6, 2, 90, 51))), ((15, 8), {}),
                                            ((17, 9), dict(crop=(2, 4, 90, 51), letterbox=True))])
-def test_area_integer_dot_products_equal_the_loops(fmt, size, options, monkeypatch):
+def test_area_integer_dot_products_equal_the_loops(fmt, size, options):
     # The general path's horizontal sums as byte-weighted dot products
     # (kernel.dot_columns) are the loops' exact integers: the same output bits.
     from sits.cuda import kernel as K
@@ -263,9 +265,9 @@ def test_area_integer_dot_products_equal_the_loops(fmt, size, options, monkeypat
     batch = frames(src, 2, seed=11)
     batch[0][:] = 255
     dots = E.run(plan, batch, vec=4)
-    monkeypatch.setattr(K, "AREA_INT_DOT", False)
-    assert K.dot_columns(plan) is None
-    np.testing.assert_array_equal(dots, E.run(plan, batch, vec=4))
+    loops = K.Variant(dot=False)
+    assert K.dot_columns(plan, loops) is None
+    np.testing.assert_array_equal(dots, E.run(plan, batch, vec=4, variant=loops))
 
 
 def test_area_integer_dot_columns_choice():

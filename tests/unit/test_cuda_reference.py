@@ -240,16 +240,30 @@ def test_area_spans_are_the_oracle_weights(fmt):
     assert words.shared_bytes == 8 * words.smem_row
 
 
-def test_kernel_defines_and_source(monkeypatch):
-    # The block sizes in front of the kernel text come from the launch
-    # shapes' constants; a benchmark's defines (commas or spaces; NAME alone
-    # is 1; a later item wins) follow, and may not restate ours.
-    assert K.parse_defines("A=1,B C=x A=2") == {"A": "2", "B": "1", "C": "x"}
-    monkeypatch.setattr(K, "AREA_INT_THREADS", 320)
-    head = K.kernel_source({"SITS_INT_MIN_BLOCKS": "4"}).split("\n")[:5]
+def test_kernel_defines_and_source():
+    # The block sizes in front of the kernel text come from the variant's
+    # fields (the product's by default), as does the launch's block; its
+    # own defines follow, and may not restate ours.
+    head = K.kernel_source().split("\n")[:4]
+    assert head == ["#define SITS_BILINEAR_THREADS 256", "#define SITS_AREA_THREADS 256", "#define SITS_INT_THREADS 256",
+                    K.KERNEL_SOURCE_PATH.read_text().split("\n")[0]]
+    variant = K.Variant(int_threads=320, defines=(("SITS_INT_MIN_BLOCKS", "4"),))
+    head = K.kernel_source(variant).split("\n")[:5]
     assert head == ["#define SITS_BILINEAR_THREADS 256", "#define SITS_AREA_THREADS 256", "#define SITS_INT_THREADS 320",
                     "#define SITS_INT_MIN_BLOCKS 4", K.KERNEL_SOURCE_PATH.read_text().split("\n")[0]]
-    assert K.launch_shape(make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224), resize="area"), 1, 4)[1] \
-        == (320, 1, 1)
+    plan = make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224), resize="area")
+    assert K.launch_shape(plan, 1, 4, variant=variant)[1] == (320, 1, 1)
+    assert K.launch_shape(plan, 1, 4)[1] == (256, 1, 1)
     with pytest.raises(ValueError, match="SITS_INT_THREADS"):
-        K.kernel_source({"SITS_INT_THREADS": "256"})
+        K.kernel_source(K.Variant(defines=(("SITS_INT_THREADS", "256"),)))
+
+
+def test_the_product_choice_is_no_module_state():
+    # Variants are passed, never set: kernel.py has no switch that a caller
+    # could flip for everyone (a benchmark's choice stays its own).
+    assert K.PRODUCT == K.Variant()
+    for name in ("AREA_INTEGER", "AREA_INT_DOT", "AREA_BAND_ROWS", "parse_defines"):
+        assert not hasattr(K, name), name
+    plan = make_plan(SourceFormat("YUYV", 1920, 1080), OutputSpec(224, 224), resize="area")
+    assert K.launch_shape(plan, 32, 4, variant=K.Variant(band_rows=2))[0][0] == 112
+    assert K.launch_shape(plan, 32, 4)[0][0] == -(-224 // K.area_band_rows(plan, 32))

@@ -73,10 +73,10 @@ class TorchConsumer(Consumer):
     def __init__(self, code: str):
         import torch
 
-        from sits.cuda.bench import _torch_chain
+        from sits.cuda.bench import torch_chain
 
         self.torch = torch
-        self.chain = _torch_chain(torch, code, 224, True)
+        self.chain = torch_chain(torch, code, 224, True)
         self.nbytes = W * H * 2 if code == "YUYV" else W * H * 3 // 2
         self.latencies_ms = []
 

@@ -21,6 +21,13 @@ from pathlib import Path
 
 from sits.cuda import kernel as K
 
+
+def parse_defines(text: str) -> dict[str, str]:
+    """NAME=VALUE items separated by commas or spaces (NAME alone means
+    NAME=1; a later item wins): the benchmarks' --defines."""
+    return dict((item.split("=", 1) if "=" in item else (item, "1")) for item in text.replace(",", " ").split())
+
+
 def loops(sass: str) -> list[tuple[int, int]]:
     """(first address, instructions) of each loop in one kernel's SASS."""
     labels, pending, found = {}, [], []
@@ -60,7 +67,8 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="sits-sass-") as tmp:
         src, cubin = Path(tmp) / "k.cu", Path(tmp) / "k.cubin"
-        src.write_text(K.kernel_source(K.parse_defines(" ".join(args.defines)))
+        variant = K.Variant(defines=tuple(parse_defines(" ".join(args.defines)).items()))
+        src.write_text(K.kernel_source(variant)
                        + K.instantiations([f"sits::area_int<{k}>" for k in args.kernels]))
         built = subprocess.run([args.nvcc, "-std=c++17", f"-arch={args.arch}", "-cubin", "-Xptxas", "-v",
                                 "-o", str(cubin), str(src)], capture_output=True, text=True)

@@ -947,7 +947,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
         const int groups0 = p.word_count0 / 4, groups1 = Tr::planar ? p.word_count1 / 4 : 0;
         // Chroma groups start on a warp boundary when that costs no extra
         // pass, so that no warp runs both planes' code one after the other.
-        // (bd is the launch's block size, kernel.py AREA_INT_THREADS: a
+        // (bd is the launch's block size, kernel.py Variant.int_threads: a
         // constant, so these divisions are shifts.)
         constexpr int bd = SITS_INT_THREADS;
         const int aligned = (groups0 + 31) & ~31;
