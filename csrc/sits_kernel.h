@@ -67,6 +67,24 @@ typedef __typeof__(((struct v4l2_streamparm *)0)->parm) sits_v4l2_streamparm_par
 #include "sits_vblank.h"     /* sits/include: the late rule, the BPF programs' too */
 #include "sits_hist.h"       /* sits/include: the histogram's slots, the BPF programs' too */
 
+/* V4L2's colorimetry defaults (videodev2.h's macros): the encoding and
+ * range a driver means when its format says "default" */
+static inline __u32 sits_v4l2_ycbcr_enc_default(__u32 colorspace)
+{
+	return V4L2_MAP_YCBCR_ENC_DEFAULT(colorspace);
+}
+
+static inline __u32 sits_v4l2_quantization_default(int is_rgb, __u32 colorspace, __u32 ycbcr_enc)
+{
+	return V4L2_MAP_QUANTIZATION_DEFAULT(is_rgb, colorspace, ycbcr_enc);
+}
+
+/* the pix format's ycbcr_enc, a member of an unnamed union */
+static inline __u32 sits_v4l2_pix_ycbcr_enc(const struct v4l2_pix_format *p)
+{
+	return p->ycbcr_enc;
+}
+
 /* sits_hist_slot() over an array, for Python's histograms of many values */
 static inline void sits_hist_slots(const __u64 *v, __u32 *slot, size_t n)
 {

@@ -55,7 +55,10 @@ OPTIONS = [
     Opt("--cuda-batch", "cuda_batch", fastargs.INT, 1, "Largest batch of frames per kernel launch.", min=1, max=64),
     Opt("--latency-budget-ms", "latency_budget_ms", fastargs.FLOAT, None,
         "Batch frames while each still meets this capture->tensor budget.", min=0.1),
-    Opt("--cuda-matrix", "cuda_matrix", fastargs.STR, "bt601", "YUV colour matrix: bt601 | bt709 | bt2020."),
+    Opt("--cuda-matrix", "cuda_matrix", fastargs.STR, None,
+        "YUV colour matrix: bt601 | bt709 | bt2020 (default: what the camera's format says)."),
+    Opt("--cuda-range", "cuda_range", fastargs.STR, None,
+        "Sample range: limited | full (default: what the camera's format says)."),
     Opt("--json", "as_json", fastargs.FLAG, False, "No status line; print the summary as one JSON object."),
 ]
 #: option -> (run_capture keyword, kind), for fastargs
@@ -93,7 +96,7 @@ def _cuda_consumer(kw: dict, probe=None):
     if kw["cuda_batch"] > 1 and budget is None:
         raise UsageError("--cuda-batch above 1 needs --latency-budget-ms (how long a frame may wait for its batch)")
     consumer = CudaConsumer(OutputSpec(w, h, layout=kw["cuda_layout"], dtype=kw["cuda_dtype"]),
-                            matrix=kw["cuda_matrix"], max_batch=kw["cuda_batch"],
+                            matrix=kw["cuda_matrix"], range=kw["cuda_range"], max_batch=kw["cuda_batch"],
                             latency_budget_s=budget / 1000 if budget else None)
     if probe is None:
         from sits.cuda.probe import probe as ask

@@ -257,13 +257,19 @@ class Plan:
         return (batch, 3, h, w) if self.out.layout == "NCHW" else (batch, h, w, 3)
 
 
-def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str = "bt709", range: str = "limited",
+def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, range: str | None = None,
               resize: str = "auto", crop: tuple[int, int, int, int] | None = None,
               letterbox: bool = False, pad_rgb: Sequence[float] = (0.0, 0.0, 0.0)) -> Plan:
-    """Check a conversion and fix its numbers; raises UsageError on anything bad."""
+    """Check a conversion and fix its numbers; raises UsageError on anything
+    bad. `matrix`/`range` None: V4L2's defaults for a format that names no
+    colorimetry (BT.601; limited range for YUV, full for RGB)."""
     src.validate()
     out.validate()
     info = src.info
+    if matrix is None or range is None:
+        from sits.v4l2.colorimetry import colorimetry
+        default_matrix, default_range = colorimetry(rgb=info.rgb)
+        matrix, range = matrix or default_matrix, range or default_range
     if crop is None:
         crop = (0, 0, src.width, src.height)
     cx, cy, cw, ch = (int(v) for v in crop)

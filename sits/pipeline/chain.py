@@ -85,7 +85,8 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
                connector: str | None = None, cuda=None, on_batch=None, on_frame=None,
                format: str | None = None, size: tuple[int, int] | None = None, fps: int | None = None,
                memory: str = "mmap", buffers: int = 4, frames: int | None = None, duration: float | None = None,
-               max_batch: int = 1, latency_budget_s: float | None = None, matrix: str = "bt601",
+               max_batch: int = 1, latency_budget_s: float | None = None, matrix: str | None = None,
+               range: str | None = None,
                verify: bool = False, snapshot: str | None = None, timeline: str | None = None) -> Chain:
     """A chain from V4L2 `device` (default: the first camera; "synthetic":
     no camera, frames on a timer) to the display
@@ -106,7 +107,7 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
                 on_batch(batch)
             else:
                 chain_ref[0]._collect(batch)
-        cuda_consumer = CudaConsumer(cuda, matrix=matrix, max_batch=max_batch, latency_budget_s=latency_budget_s,
+        cuda_consumer = CudaConsumer(cuda, matrix=matrix, range=range, max_batch=max_batch, latency_budget_s=latency_budget_s,
                                      on_batch=collect)
         consumers.append(cuda_consumer)
     if on_frame is not None:

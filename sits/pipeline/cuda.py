@@ -55,10 +55,11 @@ import select
 import time
 from typing import Callable
 
-from sits.cuda.formats import ALIASES, FORMATS, OutputSpec, SourceFormat, make_plan
+from sits.cuda.formats import ALIASES, FORMATS, MATRICES, RANGES, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
 from sits.pipeline.stats import CUDA_LATENCY_WINDOW, percentiles
+from sits.v4l2.colorimetry import of_format
 
 INGESTS = ("copy", "direct")
 H2D = 1             # cudaMemcpyHostToDevice
@@ -104,6 +105,8 @@ class _Slot:
 class CudaConsumer(Consumer):
     """Converts every frame into the output spec's tensor; see the module doc.
 
+    `matrix` ("bt601", "bt709", "bt2020") and `range` ("limited", "full"):
+    None follows what the camera's format says (sits.v4l2.colorimetry).
     `max_batch` > 1 needs `latency_budget_s` (frames wait at most that long,
     capture to tensor-ready, less the batcher's margin). `ingest`: "copy" or
     "direct" (host-registered buffers). `staged=True` allows the CPU copy for
@@ -117,7 +120,7 @@ class CudaConsumer(Consumer):
 
     name = "cuda"
 
-    def __init__(self, output: OutputSpec, *, matrix: str = "bt709", range: str = "limited",
+    def __init__(self, output: OutputSpec, *, matrix: str | None = None, range: str | None = None,
                  resize: str = "auto", crop=None, letterbox: bool = False, max_batch: int = 1,
                  latency_budget_s: float | None = None, on_batch: Callable | None = None,
                  ingest: str = "copy", staged: bool = False, probe: dict | None = None,
@@ -127,6 +130,10 @@ class CudaConsumer(Consumer):
             raise UsageError(f"ingest {ingest!r} is not one of {', '.join(INGESTS)}")
         if max_batch < 1:
             raise UsageError(f"max batch {max_batch} is not positive")
+        if matrix is not None and matrix not in MATRICES:
+            raise UsageError(f"colour matrix {matrix!r} is not one of {', '.join(MATRICES)}")
+        if range is not None and range not in RANGES:
+            raise UsageError(f"range {range!r} is not one of {', '.join(RANGES)}")
         if max_batch > 1 and latency_budget_s is None:
             raise UsageError("batches of more than one frame need a latency budget (latency_budget_s)")
         output.validate()
@@ -185,7 +192,7 @@ class CudaConsumer(Consumer):
         self._ctx = ctx
         self._stopping = False
         fmt, buffers = ctx.format, list(ctx.buffers)
-        self.plan = self._make_plan(ctx, fmt)
+        self.plan = self.plan_for(fmt, ctx.source.path)
         self.import_path = self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
         cp = self._cp = cupy()
@@ -268,19 +275,26 @@ class CudaConsumer(Consumer):
         from sits.pipeline.cuda_queue import QueueCuda
         self._queue, self.in_queue = QueueCuda(q, graphs, stream.ptr, entry_points(), stamps.address), True
 
-    def _make_plan(self, ctx, fmt):
+    def plan_for(self, fmt, where: str):
+        """The conversion of frames in V4L2 format `fmt` (sits.v4l2.raw.Format)
+        from source `where`: its colorimetry as the format says, unless this
+        consumer's options say otherwise."""
         name = cuda_format_name(fmt.fourcc)
         if name is None:
-            raise UsageError(f"{ctx.source.path}: the CUDA stage cannot take {fmt.fourcc} frames; "
+            raise UsageError(f"{where}: the CUDA stage cannot take {fmt.fourcc} frames; "
                              f"it takes {supported_formats()}")
         src = SourceFormat(name, fmt.width, fmt.height, bytesperline=fmt.bytesperline)
         try:
-            plan = make_plan(src, self.output, **self.plan_options)
+            # the colorimetry the driver reports, unless the options say otherwise
+            matrix, range_ = of_format(fmt, rgb=src.info.rgb)
+            options = {**self.plan_options, "matrix": self.plan_options["matrix"] or matrix,
+                       "range": self.plan_options["range"] or range_}
+            plan = make_plan(src, self.output, **options)
         except UsageError as exc:
-            raise UsageError(f"{ctx.source.path}: {fmt.fourcc} {fmt.width}x{fmt.height} for the CUDA stage: "
+            raise UsageError(f"{where}: {fmt.fourcc} {fmt.width}x{fmt.height} for the CUDA stage: "
                              f"{exc}") from None
         if fmt.sizeimage < src.frame_bytes:
-            raise UsageError(f"{ctx.source.path}: sizeimage {fmt.sizeimage} B is smaller than a "
+            raise UsageError(f"{where}: sizeimage {fmt.sizeimage} B is smaller than a "
                              f"{fmt.fourcc} {fmt.width}x{fmt.height} frame ({src.frame_bytes} B)")
         return plan
 

@@ -152,22 +152,26 @@ class Format:
     sizeimage: int
     field: int
     colorspace: int
+    ycbcr_enc: int = 0          # V4L2_YCBCR_ENC_*, as the driver said it (0: its colorspace's default)
+    quantization: int = 0       # V4L2_QUANTIZATION_*, as the driver said it (0: the default)
 
     @property
     def size(self) -> tuple[int, int]:
         return self.width, self.height
 
 
-def _format(f) -> Format:
+def format_of(f) -> Format:
+    """The Format of a struct v4l2_format (single-planar)."""
     p = f.fmt.pix
     return Format(fourcc_str(p.pixelformat), p.width, p.height, p.bytesperline,
-                  p.sizeimage, p.field, p.colorspace)
+                  p.sizeimage, p.field, p.colorspace, lib.sits_v4l2_pix_ycbcr_enc(ffi.addressof(p)),
+                  p.quantization)
 
 
 def g_fmt(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> Format:
     f = ffi.new("struct v4l2_format *", {"type": buf_type})
     ioctl(fd, lib.SITS_VIDIOC_G_FMT, f)
-    return _format(f)
+    return format_of(f)
 
 
 def s_fmt(fd: int, pixelformat: int, width: int, height: int, *, try_only: bool = False,
@@ -180,7 +184,7 @@ def s_fmt(fd: int, pixelformat: int, width: int, height: int, *, try_only: bool 
     f.fmt.pix.height = height
     f.fmt.pix.field = lib.V4L2_FIELD_NONE
     ioctl(fd, lib.SITS_VIDIOC_TRY_FMT if try_only else lib.SITS_VIDIOC_S_FMT, f)
-    return _format(f)
+    return format_of(f)
 
 
 def s_fps(fd: int, fps: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> float:
