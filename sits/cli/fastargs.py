@@ -7,17 +7,13 @@ handles the command line exactly as before, with its usage messages. Each
 caller's table is checked against its typer declaration by a unit test.
 
 A caller can also declare its options once, as `Option`s that both read:
-`table()` gives parse() its table, `typer_command()` gives typer the
-function to declare the command from (`sits probe` does).
+(sits.options.Option): `table()` gives parse() its table, `typer_command()`
+gives typer the function to declare the command from, `in_bounds()` says
+whether parsed values keep the bounds typer would check.
 """
-import collections
+from sits.options import FLAG, FLOAT, INT, INTS, STR, STRS, Option  # noqa: F401 (the callers' names)
 
-FLAG, STR, INT, FLOAT, INTS, STRS = "flag", "str", "int", "float", "ints", "strs"
 CONVERT = {STR: str, INT: int, FLOAT: float, INTS: int, STRS: str}
-
-#: one command-line option: its flags ("--output", "-o"), the keyword it
-#: fills, its kind (FLAG ... STRS), its default and its --help line
-Option = collections.namedtuple("Option", "flags dest kind default help")
 
 
 def table(options) -> dict:
@@ -44,8 +40,10 @@ def typer_command(run, options, *, name: str, doc: str, rest: str | None = None)
         if rest else []
     for o in options:
         t = types[o.kind]
+        bounds = dict(min=o.min, max=o.max) if o.kind in (INT, FLOAT) else {}
         params.append(inspect.Parameter(o.dest, inspect.Parameter.KEYWORD_ONLY, annotation=t if o.default is not None
-                                        else Optional[t], default=typer.Option(o.default, *o.flags, help=o.help)))
+                                        else Optional[t], default=typer.Option(o.default, *o.flags, help=o.help,
+                                                                               hidden=o.hidden, **bounds)))
 
     def command(**kw):
         if rest:
@@ -56,6 +54,17 @@ def typer_command(run, options, *, name: str, doc: str, rest: str | None = None)
     command.__signature__ = inspect.Signature(params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     return command
+
+
+def in_bounds(options, kw: dict) -> bool:
+    """Whether the parsed keywords `kw` keep `options`' bounds (else typer
+    parses the command line, with its usage message)."""
+    for o in options:
+        v = kw.get(o.dest)
+        if v is not None and o.kind in (INT, FLOAT) and (
+                (o.min is not None and v < o.min) or (o.max is not None and v > o.max)):
+            return False
+    return True
 
 
 def parse(table: dict, argv: list[str], *, command: bool = False) -> dict | None:

@@ -13,37 +13,68 @@ timer, through the same frame queue, consumers and summary (the CUDA chain
 where there is no V4L2, as on a GPU server). No display can scan its
 buffers out.
 """
-from dataclasses import dataclass
+import dataclasses
+import os
 
 from sits.drm.card import Card, card_paths
 from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, UsageError
 from sits.formats import BY_V4L2, drm_for_v4l2
-from sits.v4l2.capture import CaptureDevice
+from sits.options import FLAG, FLOAT, INT, STR, Option, fourcc, size
+from sits.v4l2.capture import MEMORY_KINDS, CaptureDevice
 
 
 SYNTHETIC = "synthetic"   # the device name of the synthetic source
 
+#: what a capture pipeline is built from, declared once: `sits capture`'s
+#: options (sits/cli/capture.py), CaptureOptions' fields and open_chain's
+#: keywords are made from this table
+OPTIONS = (
+    Option(("--device",), "device", STR, None,
+           "V4L2 capture device (default: the first one), or 'synthetic': frames on a timer in memfd "
+           "buffers, no camera (--format, --size, --fps; default YUYV 1920x1080 at 60)."),
+    Option(("--to-kms",), "display", FLAG, False, "Show the frames on a KMS display (zero-copy when a plane can)."),
+    Option(("--card",), "card", STR, None, "DRM card (default: the first with a connected display)."),
+    Option(("--connector",), "connector", STR, None, "Connector name, e.g. HDMI-A-1 or Virtual-1."),
+    Option(("--format",), "format", STR, None, "Camera fourcc, e.g. XR24, AR24, RGBP, YUYV.", convert=fourcc),
+    Option(("--size",), "size", STR, None, "WxH, e.g. 1280x720.", convert=size),
+    Option(("--fps",), "fps", INT, None, "Frame rate to ask the camera for.", min=1),
+    Option(("--frames",), "frames", INT, None, "Stop after N captured frames.", min=1),
+    Option(("--duration",), "duration", FLOAT, None, "Stop after SECONDS.", min=0.1),
+    Option(("--memory",), "memory", STR, None,
+           "mmap (driver buffers, exported) | heap | udmabuf (default: mmap; the synthetic source's are memfds).",
+           choices=MEMORY_KINDS),
+    Option(("--buffers",), "buffers", INT, 4, "Capture buffers.", min=2, max=32),
+    Option(("--verify",), "verify", FLAG, False, "Compare shown pixels (writeback) with captured ones."),
+    Option(("--verify-every",), "verify_every", INT, 10, "Verify every N-th displayed frame.", min=1),
+    Option(("--snapshot",), "snapshot", STR, None, "Write what was on screen (writeback) as a PNG."),
+    Option(("--timeline",), "timeline", STR, None,
+           "Write one record per frame (its stages' times) to FILE: CSV for FILE.csv, else NDJSON."),
+    Option(("--reconnect",), "reconnect", FLAG, False, "Wait for a vanished camera and resume."),
+)
+BY_DEST = {o.dest: o for o in OPTIONS}
 
-@dataclass
-class CaptureOptions:
-    device: str | None = None
-    card: str | None = None
-    connector: str | None = None
-    format: str | None = None
-    size: tuple[int, int] | None = None
-    fps: int | None = None
-    frames: int | None = None
-    duration: float | None = None
-    memory: str = "mmap"
-    buffers: int = 4
-    display: bool = True          # --to-kms
-    verify: bool = False
-    verify_every: int = 10
-    snapshot: str | None = None
-    timeline: str | None = None   # every frame's record to this file (sits/pipeline/timeline.py)
-    reconnect: bool = False
-    stall_timeout: float = 20.0   # no frame for this long while streaming: give up
+#: the options of a capture pipeline, one field each of OPTIONS (then what
+#: no command line sets: stall_timeout, seconds without a frame while
+#: streaming before the run gives up)
+CaptureOptions = dataclasses.make_dataclass(
+    "CaptureOptions", [(o.dest, object, dataclasses.field(default=o.default)) for o in OPTIONS]
+    + [("stall_timeout", float, dataclasses.field(default=20.0))])
+CaptureOptions.__module__ = __name__
+
+
+def options(where: str | None = None, **given) -> CaptureOptions:
+    """CaptureOptions from keywords (OPTIONS' `dest`s), each converted and
+    checked, then checked together (check()). `where`: a library caller
+    (e.g. "open_chain"), whose errors name keywords instead of flags."""
+    unknown = sorted(set(given) - set(BY_DEST) - {"stall_timeout"})
+    if unknown:
+        raise UsageError(f"{where or 'capture'}: unknown option {', '.join(map(repr, unknown))}; "
+                         f"options: {', '.join(BY_DEST)}")
+    opts = CaptureOptions(**{k: BY_DEST[k].value(v, f"{where}: {k}" if where else None) if k in BY_DEST else v
+                             for k, v in given.items()})
+    check(opts)
+    return opts
 
 
 def open_card(path: str | None) -> Card:
@@ -87,8 +118,16 @@ def choose_format(opts: CaptureOptions, cap: CaptureDevice, card: Card | None) -
 
 
 def check(opts: CaptureOptions) -> None:
-    """Refuse what the options cannot do together, before any device or GPU
-    is opened (build() asks too)."""
+    """Refuse what the options cannot do together, and a source options it
+    cannot honour, before any device or GPU is opened (build() asks too)."""
+    if opts.snapshot:
+        if not opts.snapshot.lower().endswith(".png"):
+            raise UsageError("--snapshot writes a PNG: give a FILE.png")
+        _check_output_path("--snapshot", opts.snapshot)
+    if opts.timeline:
+        _check_output_path("--timeline", opts.timeline)
+    if (opts.verify or opts.snapshot) and not opts.display:
+        raise UsageError("--verify and --snapshot check the display: add --to-kms")
     if opts.device != SYNTHETIC:
         return
     if opts.display:
@@ -96,8 +135,20 @@ def check(opts: CaptureOptions) -> None:
                          "use it with --to-cuda (or a V4L2 device with --to-kms)")
     if opts.reconnect:
         raise UsageError(f"--reconnect: the {SYNTHETIC} source never goes away")
-    if opts.memory == "heap":
-        raise UsageError(f"--device {SYNTHETIC} makes memfd buffers (udmabuf's kind); --memory heap is for V4L2")
+    if opts.memory not in (None, "udmabuf"):
+        raise UsageError(f"--device {SYNTHETIC} makes memfd buffers (udmabuf's kind); "
+                         f"--memory {opts.memory} is for V4L2")
+
+
+def _check_output_path(option: str, path: str) -> None:
+    """Before anything streams: a run must not end with nowhere to write."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: no such directory {folder}")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
 
 
 def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval: float = 0.5):
@@ -120,7 +171,8 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
             owned.append(card)
         code = choose_format(opts, cap, card)
         fmt = cap.configure(code, opts.size, opts.fps)
-        summary = Summary(memory=opts.memory, format=code, size=f"{fmt.width}x{fmt.height}", device=cap.path)
+        memory = opts.memory or "mmap"
+        summary = Summary(memory=memory, format=code, size=f"{fmt.width}x{fmt.height}", device=cap.path)
         display = None
         if card is not None:
             drm_code = drm_for_v4l2(code)
@@ -143,10 +195,10 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
             summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else 1
             summary.display_format, summary.mode = display_code, str(out.mode)
             summary.card, summary.connector = card.path, out.connector.name
-        cap.allocate(opts.buffers, opts.memory)
+        cap.allocate(opts.buffers, memory)
         if display is not None:
             display.test(cap)
-        reconnect = Reconnect(opts.fps, opts.buffers, opts.memory) if opts.reconnect else None
+        reconnect = Reconnect(opts.fps, opts.buffers, memory) if opts.reconnect else None
         p = Pipeline(cap, display=display, consumers=consumers, reconnect=reconnect,
                      closers=[o for o in owned if o is not display],
                      **_run_options(opts, on_status, status_interval, summary))

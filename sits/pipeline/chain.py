@@ -81,22 +81,24 @@ class Chain:
         return self.summary
 
 
-def open_chain(device: str | None = None, *, display: bool = False, card: str | None = None,
-               connector: str | None = None, cuda=None, on_batch=None, on_frame=None,
-               format: str | None = None, size: tuple[int, int] | None = None, fps: int | None = None,
-               memory: str = "mmap", buffers: int = 4, frames: int | None = None, duration: float | None = None,
-               max_batch: int = 1, latency_budget_s: float | None = None, matrix: str | None = None,
-               range: str | None = None,
-               verify: bool = False, snapshot: str | None = None, timeline: str | None = None) -> Chain:
+def open_chain(device: str | None = None, *, cuda=None, on_batch=None, on_frame=None, max_batch: int = 1,
+               latency_budget_s: float | None = None, matrix: str | None = None, range: str | None = None,
+               **options) -> Chain:
     """A chain from V4L2 `device` (default: the first camera; "synthetic":
-    no camera, frames on a timer) to the display
-    (`display=True`), to CUDA (`cuda=OutputSpec(...)`: batches from
-    `Chain.batches()` or `on_batch(batch)`), and/or to `on_frame(frame)`.
-    `timeline=FILE` writes every frame's record there (sits/journey/record.py;
-    CSV for FILE.csv, else NDJSON). Nothing streams until the `with` block
-    is entered."""
-    from sits.pipeline.capture import CaptureOptions, build
+    no camera, frames on a timer) to the display (`display=True`), to CUDA
+    (`cuda=OutputSpec(...)`: batches from `Chain.batches()` or
+    `on_batch(batch)`), and/or to `on_frame(frame)`. `options` are `sits
+    capture`'s, by keyword (sits.pipeline.capture.OPTIONS: display, card,
+    connector, format, size, fps, memory, buffers, frames, duration, verify,
+    verify_every, snapshot, timeline, reconnect), checked as the CLI checks
+    them. `timeline=FILE` writes every frame's record there
+    (sits/journey/record.py; CSV for FILE.csv, else NDJSON). `matrix` and
+    `range` override the colorimetry the camera's format says. Nothing
+    streams until the `with` block is entered."""
+    from sits.pipeline.capture import build
+    from sits.pipeline.capture import options as capture_options
     from sits.pipeline.consumer import CallbackConsumer
+    opts = capture_options("open_chain", device=device, **options)
     consumers, chain_ref = [], []
     cuda_consumer = None
     if cuda is not None:
@@ -107,14 +109,26 @@ def open_chain(device: str | None = None, *, display: bool = False, card: str | 
                 on_batch(batch)
             else:
                 chain_ref[0]._collect(batch)
-        cuda_consumer = CudaConsumer(cuda, matrix=matrix, range=range, max_batch=max_batch, latency_budget_s=latency_budget_s,
-                                     on_batch=collect)
+        cuda_consumer = CudaConsumer(cuda, matrix=matrix, range=range, max_batch=max_batch,
+                                     latency_budget_s=latency_budget_s, on_batch=collect)
         consumers.append(cuda_consumer)
     if on_frame is not None:
         consumers.append(CallbackConsumer(on_frame))
-    opts = CaptureOptions(device=device, card=card, connector=connector, format=format, size=size, fps=fps,
-                          frames=frames, duration=duration, memory=memory, buffers=buffers, display=display,
-                          verify=verify, snapshot=snapshot, timeline=timeline)
     chain = Chain(build(opts, consumers=consumers), cuda_consumer)
     chain_ref.append(chain)
     return chain
+
+
+def _signature():
+    """open_chain's signature with the capture options spelled out (help(), IDEs)."""
+    import inspect
+
+    from sits.pipeline.capture import OPTIONS
+    sig = inspect.signature(open_chain)
+    params = [p for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(o.dest, inspect.Parameter.KEYWORD_ONLY, default=o.default)
+               for o in OPTIONS if o.dest != "device"]
+    return sig.replace(parameters=params)
+
+
+open_chain.__signature__ = _signature()
