@@ -14,6 +14,10 @@ import pytest
 
 pytest_plugins = ["tests.vm_plugin"]
 
+# every frame queue in the tests (and in the commands they run) ends each
+# step with its buffer conservation check (sits/pipeline/frame_queue.py)
+os.environ.setdefault("SITS_QUEUE_CHECK", "1")
+
 
 @functools.cache
 def cuda_unavailable_reason() -> str | None:

@@ -266,12 +266,63 @@ int sits_queue_hold(struct sits_queue *L, int32_t sink, int32_t index)
 
 int sits_queue_requeue_idle(struct sits_queue *L)
 {
+	L->streaming = 1;
 	for (uint32_t i = 0; i < L->nbufs; i++) {
 		L->unqueued[i] = 0;
 		int r = give_back(L, i);
 		if (r)
 			return r;
 	}
+	return 0;
+}
+
+/* STREAMOFF took every queued buffer back from the source. */
+void sits_queue_forget_queued(struct sits_queue *L)
+{
+	L->streaming = 0;
+	memset(L->queued, 0, sizeof L->queued);
+	memset(L->unqueued, 0, sizeof L->unqueued);
+}
+
+static int check_failed(struct sits_queue *L, int what, int32_t index)
+{
+	L->err = what;
+	L->err_op = SITS_OP_CHECK;
+	L->err_index = index;
+	return SITS_Q_ERROR;
+}
+
+/* Buffer conservation: each buffer is with the source, or held by the sinks
+ * that wait for it or read it, or waits for a retried QBUF; never two of
+ * these at once, never none while streaming. SITS_Q_ERROR (SITS_OP_CHECK,
+ * err: SITS_CHECK_*) names the first buffer that is not. */
+int sits_queue_check(struct sits_queue *L)
+{
+	for (uint32_t i = 0; i < L->nbufs; i++) {
+		if (L->queued[i] && L->holds[i])
+			return check_failed(L, SITS_CHECK_DRIVER_AND_HELD, i);
+		if (L->queued[i] && L->unqueued[i])
+			return check_failed(L, SITS_CHECK_DRIVER_AND_RETRY, i);
+		if (L->streaming && L->vfd >= 0 && !L->queued[i] && !L->holds[i] && !L->unqueued[i])
+			return check_failed(L, SITS_CHECK_NOWHERE, i);
+	}
+	for (int32_t k = 0; k < L->nsinks; k++) {
+		struct sits_sink *s = &L->sinks[k];
+		for (int32_t a = 0; a < s->port_n; a++) {
+			int32_t index = s->port[a];
+			if (!(L->holds[index] & (1u << s->id)))
+				return check_failed(L, SITS_CHECK_PORT_UNHELD, index);
+			for (int32_t b = a + 1; b < s->port_n; b++)
+				if (s->port[b] == index)
+					return check_failed(L, SITS_CHECK_PORT_TWICE, index);
+		}
+		if (s->ops && s->ops->reads)
+			for (uint32_t i = 0; i < L->nbufs; i++)
+				if (s->ops->reads(L, s, i) && !(L->holds[i] & (1u << s->id)))
+					return check_failed(L, SITS_CHECK_READ_UNHELD, i);
+	}
+	if (L->delivered.index != SITS_Q_NONE && !(L->holds[L->delivered.index] & (1u << L->delivered_sink)))
+		return check_failed(L, SITS_CHECK_DELIVERED_UNHELD, L->delivered.index);
 	return 0;
 }
 
@@ -501,6 +552,11 @@ int sits_queue_capture(struct sits_queue *L)
  * while it wants a wake-up of its own. */
 static int settle(struct sits_queue *L, int r)
 {
+	if (L->check && r != SITS_Q_ERROR) {
+		int c = sits_queue_check(L);
+		if (c)
+			return c;
+	}
 	if (r)
 		return r;
 	if (L->delivered.index != SITS_Q_NONE)

@@ -54,7 +54,18 @@ enum {
 enum { SITS_Q_OPEN_RECORDS = SITS_Q_MAX_BUFS + 8 };
 
 enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
-       SITS_OP_CUDA = 6 };
+       SITS_OP_CUDA = 6, SITS_OP_CHECK = 7 };
+
+/* What sits_queue_check() found wrong with a buffer (err, with SITS_OP_CHECK) */
+enum {
+	SITS_CHECK_DRIVER_AND_HELD = 1,     /* with the driver and held by a sink */
+	SITS_CHECK_DRIVER_AND_RETRY = 2,    /* with the driver and waiting for a retried QBUF */
+	SITS_CHECK_NOWHERE = 3,             /* streaming, yet with no one: lost */
+	SITS_CHECK_PORT_UNHELD = 4,         /* waiting in a port without that sink's hold */
+	SITS_CHECK_PORT_TWICE = 5,          /* twice in one port */
+	SITS_CHECK_READ_UNHELD = 6,         /* a sink's C half reads it without its hold */
+	SITS_CHECK_DELIVERED_UNHELD = 7,    /* handed to Python without the sink's hold */
+};
 
 /* A frame: its buffer and what travels with it through the sinks. */
 struct sits_q_frame {
@@ -87,6 +98,9 @@ struct sits_sink_ops {
 	int (*want_fd)(struct sits_queue *L, struct sits_sink *s);
 	/* CLOCK_MONOTONIC passed its deadline_ns (which is then 0 until set again) */
 	int (*on_deadline)(struct sits_queue *L, struct sits_sink *s);
+	/* whether it still reads or shows buffer `index` (sits_queue_check: such
+	 * a buffer must carry its hold; NULL: it keeps none beyond its port) */
+	int (*reads)(struct sits_queue *L, struct sits_sink *s, int32_t index);
 };
 
 struct sits_sink {
@@ -136,6 +150,10 @@ struct sits_queue {
 	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
 	uint64_t queue_clock;
 	int32_t err, err_op, err_index;
+	/* buffers are streaming into the source (requeue_idle .. forget_queued) */
+	int32_t streaming;
+	/* every step ends with sits_queue_check() (the test tiers set it) */
+	int32_t check;
 	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
 	 * while its buffer is out or it is on screen, then moves to Python's
 	 * array, drained after each call. Off, each stage costs one test. */
@@ -152,6 +170,8 @@ struct sits_queue {
 int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, void *state,
 			int32_t policy, int32_t depth, int32_t offered);
 int sits_queue_run(struct sits_queue *L, int timeout_ms);
+int sits_queue_check(struct sits_queue *L);
+void sits_queue_forget_queued(struct sits_queue *L);
 int sits_queue_capture(struct sits_queue *L);
 int sits_queue_pump(struct sits_queue *L, int32_t sink);
 int sits_queue_release(struct sits_queue *L, int32_t sink, int32_t index);

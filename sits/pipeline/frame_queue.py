@@ -13,6 +13,7 @@ are Frame objects with leases; while the queue owns a device, a Frame's
 last lease going comes here (`release()`, CaptureDevice.queue_owner) and C
 requeues the buffer once no other sink holds it either.
 """
+import os
 import time
 
 from sits._kernel import ffi, lib
@@ -23,7 +24,19 @@ from sits.v4l2.capture import Frame
 RECORDS = 512    # timeline records between two drains (run() stops well before: SITS_Q_FULL)
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
-       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery"}
+       lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery",
+       lib.SITS_OP_CHECK: "buffer conservation"}
+#: what sits_queue_check() found (frame_queue.h's SITS_CHECK_)
+CHECKS = {lib.SITS_CHECK_DRIVER_AND_HELD: "is with the source and held by a sink",
+          lib.SITS_CHECK_DRIVER_AND_RETRY: "is with the source and waits for a retried QBUF",
+          lib.SITS_CHECK_NOWHERE: "is with no one while the source streams (lost)",
+          lib.SITS_CHECK_PORT_UNHELD: "waits in a port without that sink's hold",
+          lib.SITS_CHECK_PORT_TWICE: "waits twice in one port",
+          lib.SITS_CHECK_READ_UNHELD: "is read by a sink's C half without its hold",
+          lib.SITS_CHECK_DELIVERED_UNHELD: "was handed to Python without the sink's hold"}
+#: with this set in the environment every step of every frame queue ends
+#: with the conservation check (the test tiers set it)
+CHECK_ENV = "SITS_QUEUE_CHECK"
 NONE = lib.SITS_Q_NONE
 PORT_DEPTH = lib.SITS_Q_PORT_DEPTH   # the most frames a sink's port keeps
 #: a port's policies by name (frame_queue.h's SITS_POLICY_)
@@ -43,6 +56,7 @@ class FrameQueue:
     def __init__(self, epoll_fd: int):
         self.L = L = ffi.new("struct sits_queue *")
         L.epfd, L.vfd = epoll_fd, -1
+        L.check = int(bool(os.environ.get(CHECK_ENV)))
         L.delivered.index = NONE
         self.device = None
         self.frames: dict[int, Frame] = {}   # buffers Python holds
@@ -174,14 +188,13 @@ class FrameQueue:
 
     def forget_queued(self) -> None:
         """STREAMOFF took every queued buffer back from the driver."""
-        for i in range(self.L.nbufs):
-            self.L.queued[i] = 0
+        lib.sits_queue_forget_queued(self.L)
 
     def release(self, buf) -> None:
         """The last lease of a Python Frame went."""
         if self.frames.get(buf.index) is not None and self.frames[buf.index].buffer is buf:
             del self.frames[buf.index]
-        if lib.sits_queue_release(self.L, self.python_sink, buf.index) == lib.SITS_Q_ERROR:
+        if self._drain(lib.sits_queue_release(self.L, self.python_sink, buf.index)) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
 
     def with_driver(self) -> int:
@@ -308,6 +321,8 @@ class FrameQueue:
 
     def _drain(self, code: int) -> int:
         L = self.L
+        if L.check and code != lib.SITS_Q_ERROR:
+            code = lib.sits_queue_check(L) or code
         if L.records_n:
             self.timeline.add(self._records, L.records_n)
             L.records_n = 0
@@ -320,6 +335,8 @@ class FrameQueue:
         if L.err_op == lib.SITS_OP_CUDA and L.err == lib.SITS_CU_STAMP_MISSING:
             err = DeviceError(f"buffer {L.err_index}'s conversion ended without its end stamp "
                               "(the stream is idle): the graph did not run to its end")
+        elif L.err_op == lib.SITS_OP_CHECK:
+            err = AssertionError(f"frame queue: buffer {L.err_index} {CHECKS.get(L.err, L.err)}")
         elif L.err_op == lib.SITS_OP_CUDA:   # err is a CUresult
             err = DeviceError(f"{op}: CUresult {L.err} (buffer {L.err_index})")
         else:

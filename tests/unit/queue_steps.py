@@ -129,13 +129,16 @@ class Steps:
     """One queue and its stand-ins; each method is one event and returns
     what it made the queue do."""
 
-    def __init__(self, nbufs: int = 4, display=False, cuda=False, python=False, lazy_flips=False):
+    def __init__(self, nbufs: int = 4, display=False, cuda=False, python=False, lazy_flips=False,
+                 commit_after_retire=False):
         self.nbufs = nbufs
+        # display.py's retired() tries a commit at once (the recorded traces' stand-in did not)
+        self.commit_after_retire = commit_after_retire
         self.ep = select.epoll()
         self.q = q = FrameQueue(self.ep.fileno())
         L = self.L = q.L
         self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.timer, L.vfd, L.nbufs = 1, self.tick_fd, nbufs
+        L.timer, L.vfd, L.nbufs, L.streaming = 1, self.tick_fd, nbufs, 1
         L.timer_first_ns, L.timer_period_ns = 1_000_000_000, 10_000_000
         for i in range(nbufs):   # queued as STREAMON finds them, 0 first
             L.queued[i], L.queued_order[i] = 1, i + 1
@@ -217,9 +220,13 @@ class Steps:
         """The pending commit's flip event (lazy: read at the next tick)."""
         d = self.d
         d.flip(d.K.pending.shown_from_ns + 5_000_000)
-        if self.lazy_flips:
+        if self.lazy_flips and not self.stopping:
             return self._step(lambda: 0)
         return self._step(d.flip_events)
+
+    def flip_read(self) -> dict:
+        """A flip event that waited for the next frame is read (stopping: Python's loop reads it)."""
+        return self._step(self.d.flip_events)
 
     def signal(self) -> dict:
         """The oldest unsignalled out-fence signals."""
@@ -227,6 +234,8 @@ class Steps:
         fence.signal()
         d = self.d
         if d.K.retire.index != NONE and d.K.on_screen.fence == fence.r:
+            if self.commit_after_retire:
+                return self._step(lambda: d.retired() or d.try_commit())
             return self._step(d.retired)
         return self._step(lambda: 0)
 
@@ -243,11 +252,21 @@ class Steps:
         self._stamps[2 * index + 1] = self.gpu_ns + 500
         return self._step(lambda: self.q.step(lib.sits_cuda_done, self.cuda.C))
 
+    def disconnect(self) -> dict:
+        """The source goes away: nothing is queued into it any more."""
+        self.gone = self.stopping = True
+        return self._step(lambda: (self.q.detach(), 0)[1])
+
+    gone = False        # the source went away
+    stopping = False    # no more frames: Python's loop reads the DRM fd (Pipeline._watch_display)
+
     # ------------------------------------------------------- what is valid
     def can(self) -> list[str]:
-        kinds = ["tick"]
+        kinds = [] if self.stopping else ["tick"]
         if self.d is not None and self.d.K.pending.index != NONE and not self._flip_waiting():
             kinds.append("flip")
+        elif self.stopping and self.d is not None and self._flip_waiting():
+            kinds.append("flip_read")
         if self.fences and self.fences[0].w >= 0:
             kinds.append("signal")
         if self.held:

@@ -205,12 +205,24 @@ static int cuda_on_deadline(struct sits_queue *L, struct sits_sink *s)
 	return cuda_on_wake(L, s);
 }
 
+/* A buffer a launch not yet seen done converts */
+static int cuda_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
+{
+	struct sits_cuda *C = s->state;
+	(void)L;
+	for (int64_t n = C->completed; n < C->launched; n++)
+		if (C->slot_index[n % SITS_CU_SLOTS] == index)
+			return 1;
+	return 0;
+}
+
 static const struct sits_sink_ops ops = {
 	.pump = cuda_pump,
 	.on_fd = NULL,
 	.on_wake = cuda_on_wake,
 	.want_fd = NULL,
 	.on_deadline = cuda_on_deadline,
+	.reads = cuda_reads,
 };
 
 const struct sits_sink_ops *sits_cuda_sink(void)

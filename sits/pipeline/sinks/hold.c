@@ -54,9 +54,20 @@ static int hold_on_deadline(struct sits_queue *L, struct sits_sink *s)
 	return 0;
 }
 
+static int hold_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
+{
+	struct sits_hold *H = s->state;
+	(void)L;
+	for (int32_t k = 0; k < H->n; k++)
+		if (H->ring[(H->first + k) % SITS_Q_MAX_BUFS] == index)
+			return 1;
+	return 0;
+}
+
 static const struct sits_sink_ops ops = {
 	.pump = hold_pump,
 	.on_deadline = hold_on_deadline,
+	.reads = hold_reads,
 };
 
 const struct sits_sink_ops *sits_hold_sink(void)

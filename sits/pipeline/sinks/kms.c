@@ -290,11 +290,20 @@ static int kms_want_fd(struct sits_queue *L, struct sits_sink *s)
 	return D->pending.index != SITS_Q_NONE && (s->port_n > 0 || sits_queue_with_driver(L) < 2);
 }
 
+/* A buffer committed, on screen or waiting for its out-fence */
+static int kms_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
+{
+	struct sits_kms *D = s->state;
+	(void)L;
+	return D->pending.index == index || D->on_screen.index == index || D->retire.index == index;
+}
+
 static const struct sits_sink_ops ops = {
 	.pump = kms_pump,
 	.on_fd = kms_on_fd,
 	.on_wake = NULL,
 	.want_fd = kms_want_fd,
+	.reads = kms_reads,
 };
 
 const struct sits_sink_ops *sits_kms_sink(void)
