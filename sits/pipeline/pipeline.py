@@ -68,7 +68,7 @@ class Pipeline:
         self.queue: FrameQueue | None = None
         self._stats_base = CaptureStats()
         self._passes = None
-        self._python_passes = self._c_loop_commits = 0
+        self._python_passes = 0
 
     # ------------------------------------------------------------- control
     def request_stop(self, reason: str = "signal") -> None:
@@ -280,7 +280,7 @@ class Pipeline:
         self._last_frame = start
         capturing = True
         stop_deadline = None
-        self._python_passes = self._c_loop_commits = 0
+        self._python_passes = 0
         while True:
             self._python_passes += 1
             now = time.monotonic()
@@ -308,10 +308,7 @@ class Pipeline:
                 self.queue.frames_limit = frames if capturing and frames else 0
                 if self.display is not None:
                     self.display.sync()
-                commits = self.display.c_commits() if self.display is not None else 0
                 code = self.queue.run(timeout * 1000)
-                if self.display is not None:   # the C loop's share of the commits
-                    self._c_loop_commits += self.display.c_commits() - commits
                 code = self.handle(code)
                 events = self._poller.poll(0) if code == lib.SITS_Q_WAKE else []
             else:   # no source (a camera lost): Python's epoll alone
@@ -476,7 +473,7 @@ class Pipeline:
             d = self.display.counts()
             s.frames_displayed, s.frames_dropped = d["displayed"], d["dropped"]
             s.timestamp_anomalies = d["anomalies"]
-            s.c_loop_commits = self._c_loop_commits
+            s.c_loop_commits = self.display.c_commits()
             s.latency_ms = self.display.latency_ms()
             s.dequeue_to_commit_ms = self.display.submit_ms()
         s.wakeups = {"c_loop": q.wakeups if q is not None else 0, "python": self._python_passes}

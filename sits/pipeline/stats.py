@@ -41,7 +41,7 @@ class Summary:
     hotplug_events: int = 0
     disconnects: int = 0    # the camera vanished (with --reconnect the run goes on)
     reconnects: int = 0     # ... and came back
-    c_loop_commits: int = 0  # frames committed by the C loop (sits_queue_run); the rest by Python
+    c_loop_commits: int = 0  # frames committed by the display's C half (no out-fence); the rest by Python
     # the loop's wake-ups: the C loop's epoll_wait returns and Python's passes
     # (each a wait of its own); a frame costs one, two while frames outpace the flips
     wakeups: dict = field(default_factory=lambda: {"c_loop": 0, "python": 0})
