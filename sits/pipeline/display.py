@@ -179,17 +179,17 @@ class KmsDisplay:
                 slot.fence = -1
 
     # ---------------------------------------------------------- commits
-    def _committed(self, kind: int, fence) -> None:
-        """Python made the commit (user_data tag + 1) of the waiting frame
-        (kind: its index, or COPY) or of a buffer of its own (OWN); the C
-        half owns the out-fence from now on."""
+    def _committed(self, showing: int, fence) -> None:
+        """Python made the commit (user_data tag + 1) showing the waiting
+        frame (its buffer index, or COPY: a CPU copy of it) or a buffer of
+        its own (OWN); the C half owns the out-fence from now on."""
         fd = fence.detach() if fence is not None else -1
-        self.queue.step(lib.sits_kms_committed, self.K, kind, fd, self.out.flipped_ns)
+        self.queue.step(lib.sits_kms_committed, self.K, showing, fd, self.out.flipped_ns)
 
     def commit_next(self) -> None:
         """Commit the waiting frame from Python (SITS_KMS_ASK_COMMIT)."""
         q, K = self.queue, self.K
-        index = lib.sits_kms_waiting(q.L, K)
+        index = q.ask(lib.sits_kms_waiting, K)
         if index == NONE or K.pending.index != NONE:
             return
         wb = self.writeback
@@ -197,11 +197,11 @@ class KmsDisplay:
         buf = self.device.buffers[index]
         dumb = lease = None
         if self.zero_copy:
-            kind, fb = index, self.framebuffer(buf)
+            showing, fb = index, self.framebuffer(buf)
             if wb_fb is not None:
                 lease = q.frame(index).lease("verify")
         else:
-            kind, dumb = COPY, self._convert(buf)
+            showing, dumb = COPY, self._convert(buf)
             fb = dumb.fb
         sequence = q.sequence(index)
         try:
@@ -211,7 +211,7 @@ class KmsDisplay:
                 lease.release()
             raise
         self.commits += 1
-        self._committed(kind, fences.get("OUT_FENCE_PTR"))
+        self._committed(showing, fences.get("OUT_FENCE_PTR"))
         if wb_fb is not None:
             wb.pending = True
             self._watch_fence(fences.get("WRITEBACK_OUT_FENCE_PTR"),

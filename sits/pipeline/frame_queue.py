@@ -54,7 +54,8 @@ class QueueError(Exception):
 
 class FrameQueue:
     def __init__(self, epoll_fd: int):
-        self.L = L = ffi.new("struct sits_queue *")
+        #: the C frame queue (struct sits_queue): this object is its one owner
+        self.c_queue = L = ffi.new("struct sits_queue *")
         L.epfd, L.vfd = epoll_fd, -1
         L.check = int(bool(os.environ.get(CHECK_ENV)))
         L.delivered.index = NONE
@@ -75,7 +76,7 @@ class FrameQueue:
         (`asking()`). Its id."""
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
-        sink = lib.sits_queue_add_sink(self.L, ops if ops is not None else ffi.NULL,
+        sink = lib.sits_queue_add_sink(self.c_queue, ops if ops is not None else ffi.NULL,
                                        state if state is not None else ffi.NULL, POLICIES[policy], depth, int(offered))
         if sink < 0:
             raise UsageError(f"a sink with policy {policy} and depth {depth}: at most "
@@ -85,63 +86,63 @@ class FrameQueue:
 
     def offer(self, sink: int, on: bool) -> None:
         """Offer `sink` every frame (or no more frames: it keeps what it holds)."""
-        self.L.sinks[sink].offered = int(on)
+        self.c_queue.sinks[sink].offered = int(on)
 
     def sink_fd(self, sink: int, fd: int) -> None:
         """`sink`'s fd: run() wakes for it while its C half wants (want_fd)."""
-        s = self.L.sinks[sink]
+        s = self.c_queue.sinks[sink]
         s.fd, s.fd_watched = fd, 0
 
     def sink_fd_watched(self, sink: int, watched: bool | None = None) -> bool:
         """Whether `sink`'s fd is in the epoll set; `watched`: Python put it
         there (or took it out) itself."""
-        s = self.L.sinks[sink]
+        s = self.c_queue.sinks[sink]
         if watched is not None:
             s.fd_watched = int(watched)
         return bool(s.fd_watched)
 
     def set_ready(self, sink: int, ready: bool) -> None:
         """A Python sink's Python half takes a frame now (or not)."""
-        self.L.sinks[sink].ready = int(ready)
+        self.c_queue.sinks[sink].ready = int(ready)
 
     def sink_counts(self, sink: int) -> dict:
-        s = self.L.sinks[sink]
+        s = self.c_queue.sinks[sink]
         return {"taken": s.taken, "dropped": s.dropped, "waiting": s.port_n}
 
     def holds(self, sink: int, index: int) -> bool:
         """`sink` holds buffer `index` (works on it, or it waits in its port)."""
-        return bool(self.L.holds[index] >> sink & 1)
+        return bool(self.c_queue.holds[index] >> sink & 1)
 
     def holding(self, sink: int) -> bool:
         """`sink` holds a buffer."""
-        return any(self.holds(sink, i) for i in range(self.L.nbufs))
+        return any(self.holds(sink, i) for i in range(self.c_queue.nbufs))
 
     def release_all(self, sink: int) -> None:
         """`sink` stops: it lets go of every buffer it holds or that waits for it."""
-        if lib.sits_queue_release_all(self.L, sink) == lib.SITS_Q_ERROR:
+        if lib.sits_queue_release_all(self.c_queue, sink) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()
 
     def next_deadline(self) -> float | None:
         """Seconds until a sink's C half wants its deadline call (deadlines()); None: none."""
-        due = lib.sits_queue_next_deadline(self.L)
+        due = lib.sits_queue_next_deadline(self.c_queue)
         return None if not due else max(0.0, due / 1e9 - time.monotonic())
 
     def deadlines(self) -> int:
         """The sinks whose deadline passed are called (Python's loop; run() does it itself)."""
-        return self._drain(lib.sits_queue_deadlines(self.L))
+        return self._drain(lib.sits_queue_deadlines(self.c_queue))
 
     def asking(self):
         """The Python half whose C half returned SITS_Q_SINK."""
-        return self._halves[self.L.asking]
+        return self._halves[self.c_queue.asking]
 
     def pump(self, sink: int) -> int:
-        return self._drain(lib.sits_queue_pump(self.L, sink))
+        return self._drain(lib.sits_queue_pump(self.c_queue, sink))
 
     # ------------------------------------------------------------ devices
     def attach(self, cap) -> None:
         """Queue `cap`'s buffers from now on (before cap.start()): a V4L2
         CaptureDevice, or a timer source (its `timer_fd`: SyntheticCamera)."""
-        L = self.L
+        L = self.c_queue
         if len(cap.buffers) > lib.SITS_Q_MAX_BUFS:
             raise UsageError(f"{len(cap.buffers)} capture buffers; at most {lib.SITS_Q_MAX_BUFS}")
         if self.device is not None and self.device is not cap:
@@ -162,11 +163,11 @@ class FrameQueue:
     @property
     def source_fd(self) -> int:
         """The fd whose readiness means a frame (DQBUF, or a timer tick)."""
-        return self.L.vfd
+        return self.c_queue.vfd
 
     def timer_started(self, first_ns: int, period_ns: int) -> None:
         """The timer source's clock: tick k lands at first_ns + k * period_ns."""
-        L = self.L
+        L = self.c_queue
         L.timer_first_ns, L.timer_period_ns, L.timer_ticks = first_ns, period_ns, 0
 
     def detach(self) -> None:
@@ -175,73 +176,73 @@ class FrameQueue:
         holds end, nothing is queued), so that a lost camera can be closed
         once the last goes; attach() takes the next device. Its frames'
         records are never requeued."""
-        self.L.vfd = -1
+        self.c_queue.vfd = -1
         if self.timeline is not None:
-            lib.sits_queue_timeline_device_gone(self.L)
+            lib.sits_queue_timeline_device_gone(self.c_queue)
 
     # the queue owner's part (CaptureDevice.start/stop/requeue call these)
     def requeue_idle(self) -> None:
         """STREAMON comes next: queue every buffer nothing holds."""
-        self.L.sequence_seen = 0
-        if lib.sits_queue_requeue_idle(self.L) == lib.SITS_Q_ERROR:
+        self.c_queue.sequence_seen = 0
+        if lib.sits_queue_requeue_idle(self.c_queue) == lib.SITS_Q_ERROR:
             raise self.error().error
 
     def forget_queued(self) -> None:
         """STREAMOFF took every queued buffer back from the driver."""
-        lib.sits_queue_forget_queued(self.L)
+        lib.sits_queue_forget_queued(self.c_queue)
 
     def release(self, buf) -> None:
         """The last lease of a Python Frame went."""
         if self.frames.get(buf.index) is not None and self.frames[buf.index].buffer is buf:
             del self.frames[buf.index]
-        if self._drain(lib.sits_queue_release(self.L, self.python_sink, buf.index)) == lib.SITS_Q_ERROR:
+        if self._drain(lib.sits_queue_release(self.c_queue, self.python_sink, buf.index)) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
 
     def with_driver(self) -> int:
         """Buffers the source may fill now."""
-        return lib.sits_queue_with_driver(self.L)
+        return lib.sits_queue_with_driver(self.c_queue)
 
     def held(self, index: int) -> bool:
         """Some sink holds buffer `index`."""
-        return bool(lib.sits_queue_held(self.L, index))
+        return bool(lib.sits_queue_held(self.c_queue, index))
 
     # ------------------------------------------------------------ counts
     @property
     def captured(self) -> int:
-        return self.L.captured
+        return self.c_queue.captured
 
     @property
     def last_frame_ns(self) -> int:
         """When the last frame was dequeued (0: none yet)."""
-        return self.L.last_frame_ns
+        return self.c_queue.last_frame_ns
 
     @property
     def wakeups(self) -> int:
-        return self.L.wakeups
+        return self.c_queue.wakeups
 
     @property
     def frames_limit(self) -> int:
-        return self.L.frames_limit
+        return self.c_queue.frames_limit
 
     @frames_limit.setter
     def frames_limit(self, n: int) -> None:
         """run() returns SITS_Q_FRAMES once this many frames were captured (0: no limit)."""
-        self.L.frames_limit = n
+        self.c_queue.frames_limit = n
 
     def source_counts(self) -> dict:
         """The source's counts (V4L2's: dequeues, error buffers, refused requeues, skipped sequence numbers)."""
-        L = self.L
+        L = self.c_queue
         return {"dequeued": L.dequeued, "buffer_errors": L.buffer_errors,
                 "requeue_errors": L.requeue_errors, "sequence_gaps": L.sequence_gaps}
 
     def blocked(self) -> bool:
         """A blocking sink's port is full: the source must not be dequeued."""
-        return bool(lib.sits_queue_blocked(self.L))
+        return bool(lib.sits_queue_blocked(self.c_queue))
 
     # ------------------------------------------------------------ timeline
     def record_timeline(self, timeline) -> None:
         """Time every frame's stages from the next capture on, into `timeline`."""
-        L = self.L
+        L = self.c_queue
         self.timeline = timeline
         self._records = ffi.new("struct sits_frame[]", RECORDS)
         L.records, L.records_cap, L.timeline = self._records, RECORDS, 1
@@ -252,17 +253,17 @@ class FrameQueue:
         timeline = self.timeline
         if timeline is None:
             return None
-        lib.sits_queue_timeline_end(self.L)
+        lib.sits_queue_timeline_end(self.c_queue)
         self._drain(0)
         self.timeline = None
         timeline.close()
-        return {"file": timeline.path, "records": timeline.written, "lost": self.L.records_lost}
+        return {"file": timeline.path, "records": timeline.written, "lost": self.c_queue.records_lost}
 
     def cuda_stage(self, index: int, done_ns: int | None = None) -> None:
         """The CUDA consumer launched (done_ns None: now) or completed the
         conversion of the frame in buffer `index` (a frame Python holds)."""
         if self.timeline is not None:
-            lib.sits_queue_timeline_cuda(self.L, index, int(done_ns is not None), done_ns or 0)
+            lib.sits_queue_timeline_cuda(self.c_queue, index, int(done_ns is not None), done_ns or 0)
 
     # -------------------------------------------------------------- frames
     def frame(self, index: int) -> Frame:
@@ -271,22 +272,22 @@ class FrameQueue:
         last lease goes)."""
         frame = self.frames.get(index)
         if frame is None:
-            f = self.L.frames[index]
+            f = self.c_queue.frames[index]
             d = raw.Dequeued(index, f.sequence, f.timestamp_ns, f.bytesused, 0)
             frame = Frame(self.device, self.device.buffers[index], d, dequeued_ns=f.dequeued_ns)
             self.frames[index] = frame
-            lib.sits_queue_hold(self.L, self.python_sink, index)
+            lib.sits_queue_hold(self.c_queue, self.python_sink, index)
         return frame
 
     def sequence(self, index: int) -> int:
         """The sequence number of the frame in buffer `index` (out of the driver)."""
-        return self.L.frames[index].sequence
+        return self.c_queue.frames[index].sequence
 
     def deliveries(self):
         """The frames C hands to Python's sinks, as (frame, sink), one after
         another while a ready sink has one waiting: from each, the Frame
         holds the buffer (until its last lease goes), not the sink."""
-        L = self.L
+        L = self.c_queue
         while True:
             slot = L.delivered
             if slot.index == NONE:
@@ -310,17 +311,21 @@ class FrameQueue:
 
     # --------------------------------------------------------------- steps
     def run(self, timeout_ms: int) -> int:
-        return self._drain(lib.sits_queue_run(self.L, max(0, int(timeout_ms))))
+        return self._drain(lib.sits_queue_run(self.c_queue, max(0, int(timeout_ms))))
 
     def capture(self) -> int:
-        return self._drain(lib.sits_queue_capture(self.L))
+        return self._drain(lib.sits_queue_capture(self.c_queue))
+
+    def ask(self, fn, *args):
+        """A sink's C question about this queue (fn(c_queue, *args)): no step."""
+        return fn(self.c_queue, *args)
 
     def step(self, fn, *args) -> int:
         """A sink's C call on this queue (fn(L, *args)), drained as every step."""
-        return self._drain(fn(self.L, *args))
+        return self._drain(fn(self.c_queue, *args))
 
     def _drain(self, code: int) -> int:
-        L = self.L
+        L = self.c_queue
         if L.check and code != lib.SITS_Q_ERROR:
             code = lib.sits_queue_check(L) or code
         if L.records_n:
@@ -330,7 +335,7 @@ class FrameQueue:
 
     def error(self) -> QueueError:
         """What the last SITS_Q_ERROR was."""
-        L = self.L
+        L = self.c_queue
         op = OPS.get(L.err_op, "frame queue")
         if L.err_op == lib.SITS_OP_CUDA and L.err == lib.SITS_CU_STAMP_MISSING:
             err = DeviceError(f"buffer {L.err_index}'s conversion ended without its end stamp "

@@ -82,15 +82,15 @@ class KmsStandIn:
 
     def waiting(self) -> int:
         """The buffer of the frame waiting for a commit (NONE: none)."""
-        return lib.sits_kms_waiting(self.q.L, self.K)
+        return lib.sits_kms_waiting(self.q.c_queue, self.K)
 
     def waiting_dequeued_ns(self) -> int:
-        return self.q.L.frames[self.waiting()].dequeued_ns
+        return self.q.c_queue.frames[self.waiting()].dequeued_ns
 
-    def commit(self, started_ns: int, kind: int | None = None, fence=None) -> None:
-        """The test's commit of the waiting frame (kind: COPY or OWN instead)."""
+    def commit(self, started_ns: int, showing: int | None = None, fence=None) -> None:
+        """The test's commit of the waiting frame (showing: COPY or OWN instead)."""
         fd = fence.detach() if fence is not None else -1
-        self.q.step(lib.sits_kms_committed, self.K, self.waiting() if kind is None else kind, fd, started_ns)
+        self.q.step(lib.sits_kms_committed, self.K, self.waiting() if showing is None else showing, fd, started_ns)
 
     def flip(self, after_ns: int, vblanks: int = 1) -> int:
         """The pending commit's flip event, `vblanks` after the last, at the
@@ -136,7 +136,7 @@ class Steps:
         self.commit_after_retire = commit_after_retire
         self.ep = select.epoll()
         self.q = q = FrameQueue(self.ep.fileno())
-        L = self.L = q.L
+        L = self.c_queue = q.c_queue
         self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         L.timer, L.vfd, L.nbufs, L.streaming = 1, self.tick_fd, nbufs, 1
         L.timer_first_ns, L.timer_period_ns = 1_000_000_000, 10_000_000
@@ -168,7 +168,7 @@ class Steps:
 
     # ------------------------------------------------------------ events
     def _step(self, fn) -> dict:
-        L = self.L
+        L = self.c_queue
         before = [L.queued[i] for i in range(self.nbufs)]
         self.out = {}
         code = fn()
@@ -182,7 +182,7 @@ class Steps:
         """What the pipeline does with a step's code: take the frame
         delivered to Python, make the commit the display asks for, note a
         flip that waits for its fence."""
-        L, d = self.L, self.d
+        L, d = self.c_queue, self.d
         while True:
             if L.delivered.index != NONE:
                 self.held.append(L.delivered.index)
@@ -204,7 +204,7 @@ class Steps:
         fence = Fence(signalled)
         if not signalled:
             self.fences.append(fence)
-        self.out.setdefault("commit", []).append([index, self.L.frames[index].sequence, int(signalled)])
+        self.out.setdefault("commit", []).append([index, self.c_queue.frames[index].sequence, int(signalled)])
         d.commit(d.waiting_dequeued_ns() + 1, fence=fence)
 
     rng_fence = staticmethod(lambda: True)   # the recorder draws it; the replay reads it
@@ -242,7 +242,7 @@ class Steps:
     def release(self, which: int) -> dict:
         """Python lets go of the `which`-th buffer it holds."""
         index = self.held.pop(which)
-        return self._step(lambda: lib.sits_queue_release(self.L, self.q.python_sink, index))
+        return self._step(lambda: lib.sits_queue_release(self.c_queue, self.q.python_sink, index))
 
     def cuda_done(self) -> dict:
         """The oldest launch writes its stamps; the queue looks."""

@@ -197,14 +197,14 @@ def test_a_buffer_leaves_the_screen_only_once_the_out_fence_has_signalled(tmp_pa
         d.commit(c2 := time.monotonic_ns(), fence=fence)
         d.flip(c2)
         assert d.asked(d.flip_events(), ASK_FENCE)
-        assert K.retire.index == first and not q.L.queued[first] and d.holds(first)
+        assert K.retire.index == first and not q.c_queue.queued[first] and d.holds(first)
         fence.signal()
         d.retired()                                              # the pipeline's call once the fence fd is readable
-        assert K.retire.index == -1 and q.L.queued[first] and K.on_screen.fence == -1
+        assert K.retire.index == -1 and q.c_queue.queued[first] and K.on_screen.fence == -1
         capture(q, cam, d)                                       # F3, its out-fence signalled by its flip: F2 goes at once
         second = K.on_screen.index
         d.commit(c3 := time.monotonic_ns(), fence=Fence(signalled=True))
         d.flip(c3)
         assert not d.asked(d.flip_events(), ASK_FENCE)
-        assert q.L.queued[second] and K.retire.index == -1
+        assert q.c_queue.queued[second] and K.retire.index == -1
         q.end_timeline()

@@ -10,7 +10,7 @@ from tests.unit.queue_steps import Steps
 def test_a_finished_conversion_goes_back_without_a_next_frame():
     steps = Steps(nbufs=2, cuda=True)
     try:
-        q, L = steps.q, steps.L
+        q, L = steps.q, steps.c_queue
         steps.tick()                                   # buffer 0 launched: one left with the driver
         assert steps.launched == [0] and q.with_driver() == 1
         assert q.next_deadline() is not None           # armed: nothing else would look

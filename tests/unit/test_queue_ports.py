@@ -21,7 +21,7 @@ class Queue:
     def __init__(self, policy: str, depth: int):
         self.ep = select.epoll()
         self.q = q = FrameQueue(self.ep.fileno())
-        L = self.L = q.L
+        L = self.c_queue = q.c_queue
         self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         L.timer, L.vfd, L.nbufs = 1, self.tick_fd, BUFFERS
         for i in range(BUFFERS):
@@ -35,8 +35,8 @@ class Queue:
 
     def waiting(self) -> list[int]:
         """The sequence numbers waiting in the sink's port, oldest first."""
-        s = self.L.sinks[self.sink]
-        return [self.L.frames[s.port[i]].sequence for i in range(s.port_n)]
+        s = self.c_queue.sinks[self.sink]
+        return [self.c_queue.frames[s.port[i]].sequence for i in range(s.port_n)]
 
     def close(self):
         os.close(self.tick_fd)
@@ -60,7 +60,7 @@ def run(queue, policy, depth, frames=5):
     q = queue(policy, depth)
     for _ in range(frames):
         q.tick()
-    assert q.L.delivered.index != NONE and q.L.delivered.sequence == 0
+    assert q.c_queue.delivered.index != NONE and q.c_queue.delivered.sequence == 0
     return q
 
 
@@ -75,9 +75,9 @@ def test_a_full_port_drops_as_its_policy_says(queue, policy, waiting, dropped):
     counts = q.q.sink_counts(q.sink)
     assert counts["dropped"] == len(dropped) and counts["waiting"] == len(waiting)
     # a dropped frame's buffer went back to the source at once
-    back = {q.L.frames[i].sequence for i in range(BUFFERS) if q.L.queued[i] and q.L.frames[i].dequeued_ns}
+    back = {q.c_queue.frames[i].sequence for i in range(BUFFERS) if q.c_queue.queued[i] and q.c_queue.frames[i].dequeued_ns}
     assert back == dropped
-    held = {q.L.frames[i].sequence for i in range(BUFFERS) if q.L.holds[i]}
+    held = {q.c_queue.frames[i].sequence for i in range(BUFFERS) if q.c_queue.holds[i]}
     assert held == {0, *waiting}
 
 
@@ -87,9 +87,9 @@ def test_block_stops_dequeuing_until_the_sink_takes_one(queue):
     captured = q.q.captured
     assert q.tick() == lib.SITS_Q_BLOCKED and q.q.captured == captured   # the source waits: no frame taken
     assert q.q.sink_counts(q.sink)["dropped"] == 0
-    q.L.delivered.index = NONE                               # Python takes frame 0 ...
+    q.c_queue.delivered.index = NONE                               # Python takes frame 0 ...
     q.q.pump(q.sink)                                         # ... and the port hands it frame 1
-    assert q.L.delivered.sequence == 1 and q.waiting() == [2] and not q.q.blocked()
+    assert q.c_queue.delivered.sequence == 1 and q.waiting() == [2] and not q.q.blocked()
     q.tick()          # the three ticks that waited: one frame, the newest; two numbers skipped
     assert q.q.captured == captured + 1 and q.waiting() == [2, 5]
     assert q.q.source_counts()["sequence_gaps"] == 2
@@ -102,7 +102,7 @@ def test_a_python_sink_that_is_not_ready_is_handed_nothing_until_it_is(queue):
     q.q.set_ready(q.sink, False)
     q.tick()
     q.tick()
-    assert q.L.delivered.index == NONE and q.waiting() == [0, 1]
+    assert q.c_queue.delivered.index == NONE and q.waiting() == [0, 1]
     q.q.set_ready(q.sink, True)
     q.q.pump(q.sink)
-    assert q.L.delivered.sequence == 0 and q.waiting() == [1]
+    assert q.c_queue.delivered.sequence == 0 and q.waiting() == [1]

@@ -18,7 +18,7 @@ EVENTS = 300
 
 
 def check(steps, what):
-    L = steps.L
+    L = steps.c_queue
     if lib.sits_queue_check(L):
         raise AssertionError(f"after {what}: buffer {L.err_index} {CHECKS[L.err]}")
 
@@ -57,7 +57,7 @@ def test_buffers_are_conserved_through_random_events(config, seed):
             steps.release(rng.randrange(len(steps.held))) if kind == "release" else getattr(steps, kind)()
             check(steps, f"event {n} ({kind})")
         wind_down(steps, rng)
-        L = steps.L
+        L = steps.c_queue
         on_screen = steps.d.K.on_screen.index if steps.d is not None else NONE
         out = [i for i in range(steps.nbufs) if not L.queued[i] and i != on_screen]
         if gone_at is None:

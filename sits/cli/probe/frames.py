@@ -10,12 +10,10 @@ from sits.cli.probe.common import probe_session, stop_child, stop_signals
 from sits.errors import SitsError, UsageError
 
 #: seconds between ring drains (--stream): the programs submit without
-#: waking us. The ring (1 MiB, 112 bytes a record) holds 9,362 frames'
-#: records: a second's room for 39 pipelines at 240 fps, and a ring that
-#: fills is counted and shown (records lost, ring full). A drain has a
-#: fixed cost beside its records' (on this project's host, about 50 µs of
-#: Python against 5 µs a record): ten drains a second cost more than a 60 fps
-#: pipeline's 60 records.
+#: waking us, and a drain has a fixed cost beside its records' (docs/probe.md),
+#: so one a second; the ring (journey.kernel.RING_BYTES) holds a second's
+#: records of dozens of pipelines at 240 fps, and a ring that fills is
+#: counted and shown (records lost, ring full).
 DRAIN_S = 1.0
 
 

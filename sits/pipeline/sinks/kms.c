@@ -65,7 +65,8 @@ struct sits_kms {
 const struct sits_sink_ops *sits_kms_sink(void);   /* its C half */
 int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D);
-void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t kind, int32_t fence, int64_t started_ns);
+/* showing: the waiting frame's buffer, SITS_KMS_COPY (a CPU copy of it) or SITS_KMS_OWN (a buffer of Python's own) */
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns);
 int sits_kms_retired(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D);
 int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D);
@@ -90,16 +91,16 @@ int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
 	return s->port_n ? s->port[0] : SITS_Q_NONE;
 }
 
-/* A commit of buffer `index` (or a copy or an own buffer: `kind`) was made,
- * by C or by Python, with user_data tag + 1. */
-static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t kind, int32_t fence,
+/* A commit of buffer `index` (`showing` it, a copy of it or an own buffer)
+ * was made, by C or by Python, with user_data tag + 1. */
+static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t showing, int32_t fence,
 		  int64_t started_ns)
 {
 	struct sits_kms_slot slot;
 	memset(&slot, 0, sizeof slot);
-	slot.index = kind;
+	slot.index = showing;
 	D->tag++;
-	if (kind != SITS_KMS_OWN) {
+	if (showing != SITS_KMS_OWN) {
 		const struct sits_q_frame *f = sits_queue_frame(L, index);
 		sits_q_hist_add(&D->submit, started_ns - f->dequeued_ns);
 		slot.sequence = f->sequence;
@@ -121,7 +122,7 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 			__u64 late = sits_late_ns((__u64)D->last_vblank_ns,
 						  D->vblank_period_ns > 0 ? (__u64)D->vblank_period_ns : 0,
 						  (__u64)f->dequeued_ns, (__u64)started_ns);
-			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, kind == SITS_KMS_COPY);
+			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, showing == SITS_KMS_COPY);
 		}
 	}
 	slot.fence = fence;
@@ -129,16 +130,16 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 	D->pending = slot;
 }
 
-void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t kind, int32_t fence, int64_t started_ns)
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns)
 {
-	if (kind == SITS_KMS_OWN) {
-		shown(L, D, SITS_Q_NONE, kind, fence, started_ns);
+	if (showing == SITS_KMS_OWN) {
+		shown(L, D, SITS_Q_NONE, showing, fence, started_ns);
 		return;
 	}
 	struct sits_sink *s = sink(L, D);
 	int32_t index = sits_port_take(L, s);
-	shown(L, D, index, kind, fence, started_ns);
-	if (kind == SITS_KMS_COPY)
+	shown(L, D, index, showing, fence, started_ns);
+	if (showing == SITS_KMS_COPY)
 		sits_let_go(L, s, index);   /* the CPU copy is done with it; a failed QBUF is retried */
 }
 
