@@ -36,24 +36,24 @@ class PixelFormat:
     sub_x: int = 1     # chroma subsampling (YUV)
     sub_y: int = 1
     bits: int = 8      # bits per sample
-    cuda: int | None = None   # the CUDA kernels' FMT_* code (sits/cuda/kernels/convert.cu), if they read it
+    cuda: bool = False   # the CUDA kernels read it (their code for it: sits.cuda.layout.FORMAT_CODES)
 
 
 # Only formats whose layouts we have checked against both sides.
 FORMATS = [
-    PixelFormat("XR24", "XR24", "XRGB8888", 32, cuda=5),        # V4L2 XBGR32
+    PixelFormat("XR24", "XR24", "XRGB8888", 32, cuda=True),        # V4L2 XBGR32
     PixelFormat("AR24", "AR24", "ARGB8888", 32),        # V4L2 ABGR32
-    PixelFormat("XB24", "XB24", "XBGR8888", 32, cuda=6),        # V4L2 RGBX32
+    PixelFormat("XB24", "XB24", "XBGR8888", 32, cuda=True),        # V4L2 RGBX32
     PixelFormat("AB24", "AB24", "ABGR8888", 32),        # V4L2 RGBA32
     PixelFormat("BX24", "BX24", "BGRX8888", 32),        # V4L2 XRGB32
     PixelFormat("RGBP", "RG16", "RGB565", 16),
     PixelFormat("BGR3", "RG24", "RGB888", 24),           # V4L2 BGR24 = bytes B,G,R
     PixelFormat("RGB3", "BG24", "BGR888", 24),           # V4L2 RGB24 = bytes R,G,B
-    PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False, sub_x=2, cuda=0),
-    PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False, sub_x=2, cuda=1),
-    PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False, sub_x=2, sub_y=2, cuda=2),
-    PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False, sub_x=2, cuda=3),
-    PixelFormat("P010", "P010", "P010", 16, planes=2, rgb=False, sub_x=2, sub_y=2, bits=10, cuda=4),
+    PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False, sub_x=2, cuda=True),
+    PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False, sub_x=2, cuda=True),
+    PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False, sub_x=2, sub_y=2, cuda=True),
+    PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False, sub_x=2, cuda=True),
+    PixelFormat("P010", "P010", "P010", 16, planes=2, rgb=False, sub_x=2, sub_y=2, bits=10, cuda=True),
 ]
 BY_V4L2 = {f.v4l2: f for f in FORMATS}
 BY_DRM = {f.drm: f for f in FORMATS if f.drm}

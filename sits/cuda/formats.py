@@ -29,16 +29,17 @@ from typing import Sequence
 
 import numpy as np
 
+from sits.cuda.layout import FORMAT_CODES
 from sits.errors import UsageError
 from sits.formats import FORMATS as PIXEL_FORMATS
 
 # The formats the kernels read, from the one format table (sits/formats.py):
 # name: (code, planes, bytes per luma px in plane 0, chroma sub x, sub y, bits, packed rgb)
-FORMATS = {f.name: (f.cuda, f.planes, f.bpp // 8, f.sub_x, f.sub_y, f.bits, f.rgb)
-           for f in PIXEL_FORMATS if f.cuda is not None}
+FORMATS = {f.name: (FORMAT_CODES[f.name], f.planes, f.bpp // 8, f.sub_x, f.sub_y, f.bits, f.rgb)
+           for f in PIXEL_FORMATS if f.cuda}
 # V4L2/DRM fourccs people pass instead of our names.
-ALIASES = {**{f.v4l2: f.name for f in PIXEL_FORMATS if f.cuda is not None and f.v4l2 != f.name},
-           **{f.drm: f.name for f in PIXEL_FORMATS if f.cuda is not None and f.drm and f.drm != f.name},
+ALIASES = {**{f.v4l2: f.name for f in PIXEL_FORMATS if f.cuda and f.v4l2 != f.name},
+           **{f.drm: f.name for f in PIXEL_FORMATS if f.cuda and f.drm and f.drm != f.name},
            "YUY2": "YUYV", "P010LE": "P010"}
 
 # (Kr, Kb) of each colour matrix.

@@ -14,27 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from sits.cuda.formats import Plan
+# the Params block, the Span entry and the output codes, as kernels/convert.cu declares them
+from sits.cuda.layout import OUT_CODES, PARAM_FIELDS, PARAM_WORDS, SOURCE_PATH, SPAN_DTYPE  # noqa: F401
 from sits.errors import UsageError
 
-KERNEL_SOURCE_PATH = Path(__file__).with_name("kernels") / "convert.cu"
+KERNEL_SOURCE_PATH = SOURCE_PATH
 
-# (name, count, kind) in the order of `struct Params` in kernels/convert.cu;
-# every field is 4 bytes (tests/unit/test_cuda_reference.py checks the match).
-PARAM_FIELDS = [
-    ("stride0", 1, "i"), ("stride1", 1, "i"),
-    ("crop_x", 1, "i"), ("crop_y", 1, "i"), ("crop_w", 1, "i"), ("crop_h", 1, "i"),
-    ("out_w", 1, "i"), ("out_h", 1, "i"),
-    ("content_x", 1, "i"), ("content_y", 1, "i"), ("content_w", 1, "i"), ("content_h", 1, "i"),
-    ("out_stride_n", 1, "i"), ("out_stride_c", 1, "i"), ("out_stride_y", 1, "i"), ("out_stride_x", 1, "i"),
-    ("word_start0", 1, "i"), ("word_count0", 1, "i"), ("word_start1", 1, "i"), ("word_count1", 1, "i"),
-    ("smem_off1", 1, "i"), ("smem_row", 1, "i"),
-    ("span_offset", 1, "i"), ("span_rows1", 1, "i"), ("cols0", 1, "i"), ("cols1", 1, "i"), ("cols2", 1, "i"),
-    ("kz", 4, "f"),
-    ("m", 12, "f"), ("norm_a", 3, "f"), ("norm_b", 3, "f"), ("pad", 3, "f"),
-]
-PARAM_WORDS = sum(count for _, count, _ in PARAM_FIELDS)
-
-OUT_CODES = {"uint8": 0, "float16": 1, "float32": 2, "bfloat16": 3}
 BILINEAR_BLOCK = (32, 8, 1)
 AREA_THREADS = 256
 # Hopper's per-block opt-in limit is 227 KiB; stay under it with room.
@@ -46,10 +31,6 @@ AREA_INTEGER_FORMATS = ("YUYV", "UYVY", "NV12", "NV16")
 AREA_INT_MAX_ROWS = 8
 # Threads of an area_int block: the product's Variant.int_threads (SITS_INT_THREADS in kernels/convert.cu).
 AREA_INT_THREADS = 256
-# `struct Span` in kernels/convert.cu: one row or column of an area resampling
-# (W, q, scale: the integer kernel's exact weights, area_integer).
-SPAN_DTYPE = np.dtype([("i0", "<i4"), ("n", "<i4"), ("w0", "<f4"), ("w1", "<f4"), ("inv", "<f4"),
-                       ("W", "<u4"), ("q", "<i4"), ("scale", "<f4")])
 
 
 @dataclasses.dataclass(frozen=True)

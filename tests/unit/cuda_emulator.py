@@ -129,7 +129,7 @@ def library() -> ctypes.CDLL:
     if cxx is None:
         raise RuntimeError("no C++ compiler")
     tmp = Path(tempfile.mkdtemp(prefix="sits-cuda-emu-"))
-    (tmp / "driver.cpp").write_text(DRIVER)
+    (tmp / "driver.cpp").write_text(DRIVER + _layout_source())
     so = tmp / "emu.so"
     cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
            *(f"-D{k}={v}" for k, v in K.kernel_defines().items()),
@@ -144,6 +144,29 @@ def library() -> ctypes.CDLL:
     lib.emu_launch.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_uint] * 6 + [ctypes.c_int]
     lib.emu_launch.restype = ctypes.c_int
     return lib
+
+
+def _layout_items() -> list[str]:
+    """C expressions for what sits.cuda.layout read from the kernel's text:
+    the compiler's own offsets, sizes and enum values of the same names."""
+    from sits.cuda import layout
+    return ([f"offsetof(sits::Params, {n})" for n, _, _ in layout.PARAM_FIELDS] + ["sizeof(sits::Params)"]
+            + [f"offsetof(sits::Span, {n})" for n in layout.SPAN_DTYPE.names]
+            + ["sizeof(sits::Span)", "alignof(sits::Span)"]
+            + [f"sits::FMT_{k}" for k in layout.FORMAT_CODES] + [f"sits::OUT_{k.upper()}" for k in layout.OUT_CODES])
+
+
+def _layout_source() -> str:
+    body = "".join(f"    o[{i}] = (long)({e});\n" for i, e in enumerate(_layout_items()))
+    return f'#include <cstddef>\nextern "C" void emu_layout(long* o) {{\n{body}}}\n'
+
+
+def compiled_layout() -> list[int]:
+    """_layout_items() as the compiler has them."""
+    n = len(_layout_items())
+    out = (ctypes.c_long * n)()
+    library().emu_layout(out)
+    return list(out)
 
 
 def _aligned(frame: np.ndarray) -> np.ndarray:

@@ -147,22 +147,6 @@ def test_bad_setups_are_refused(kwargs, message):
         make_plan(src, out, **args)
 
 
-def test_params_match_the_c_struct():
-    text = K.KERNEL_SOURCE_PATH.read_text()
-    body = re.search(r"struct Params \{(.*?)\n\};", text, re.S).group(1)
-    fields = []
-    for line in body.splitlines():
-        line = line.split("//")[0].strip()
-        if not line:
-            continue
-        kind, names = line.split(None, 1)
-        for name in names.rstrip(";").split(","):
-            name = name.strip()
-            m = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", name)
-            fields.append((m.group(1), int(m.group(2) or 1), {"int": "i", "float": "f"}[kind]))
-    assert fields == K.PARAM_FIELDS
-
-
 def test_area_words_cover_the_crop():
     for fmt, bpp in (("YUYV", 2), ("NV12", 1), ("P010", 2), ("XRGB8888", 4)):
         plan = make_plan(SourceFormat(fmt, 64, 32), OutputSpec(10, 10), resize="area", crop=(6, 2, 50, 28))

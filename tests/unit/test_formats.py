@@ -19,18 +19,3 @@ def test_v4l2_drm_mapping_follows_memory_layout():
 def test_short_v4l2_names_are_space_padded():
     assert fourcc("Y10") == fourcc("Y10 ")
     assert fourcc_str(fourcc("Y10 ")) == "Y10"
-
-
-def test_cuda_codes_are_the_kernels_enum():
-    """The table's CUDA codes are the FMT_* values the kernel source declares."""
-    import os
-    import re
-
-    import sits.cuda
-    from sits.formats import FORMATS
-    src = open(os.path.join(os.path.dirname(sits.cuda.__file__), "kernels", "convert.cu")).read()
-    enum = dict((k, int(v)) for k, v in re.findall(r"FMT_(\w+) = (\d+)", src))
-    assert enum, "no FMT_ enum in convert.cu"
-    names = {"XRGB8888": "XRGB", "XBGR8888": "XBGR"}
-    table = {names.get(f.name, f.name): f.cuda for f in FORMATS if f.cuda is not None}
-    assert table == enum

@@ -53,10 +53,14 @@
 
 namespace sits {
 
-enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB = 5, FMT_XBGR = 6 };
-enum { OUT_U8 = 0, OUT_F16 = 1, OUT_F32 = 2, OUT_BF16 = 3 };
+// The host reads these two enums, struct Params and struct Span from this
+// text (sits/cuda/layout.py): a format's code is FMT_ and its name in
+// sits/formats.py, an output's OUT_ and its dtype's name.
+enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB8888 = 5, FMT_XBGR8888 = 6 };
+enum { OUT_UINT8 = 0, OUT_FLOAT16 = 1, OUT_FLOAT32 = 2, OUT_BFLOAT16 = 3 };
 
-// Every field is 4 bytes; sits/cuda/kernel.py packs the same names in this order.
+// Every field is 4 bytes: int or float, alone or an array (sits/cuda/layout.py
+// reads it; kernel.py packs it).
 struct Params {
     int stride0, stride1;               // bytes per row of plane 0 / plane 1
     int crop_x, crop_y, crop_w, crop_h; // source pixels
@@ -76,16 +80,16 @@ struct Params {
 };
 
 template <int FMT> struct Traits {
-    static constexpr bool rgb = FMT == FMT_XRGB || FMT == FMT_XBGR;
+    static constexpr bool rgb = FMT == FMT_XRGB8888 || FMT == FMT_XBGR8888;
     static constexpr bool planar = FMT == FMT_NV12 || FMT == FMT_NV16 || FMT == FMT_P010;
     static constexpr int sub_y = (FMT == FMT_NV12 || FMT == FMT_P010) ? 2 : 1;
 };
 
 template <int OUT> struct OutType;
-template <> struct OutType<OUT_U8> { typedef unsigned char T; };
-template <> struct OutType<OUT_F16> { typedef __half T; };
-template <> struct OutType<OUT_F32> { typedef float T; };
-template <> struct OutType<OUT_BF16> { typedef unsigned short T; };  // the bfloat16 bit pattern
+template <> struct OutType<OUT_UINT8> { typedef unsigned char T; };
+template <> struct OutType<OUT_FLOAT16> { typedef __half T; };
+template <> struct OutType<OUT_FLOAT32> { typedef float T; };
+template <> struct OutType<OUT_BFLOAT16> { typedef unsigned short T; };  // the bfloat16 bit pattern
 
 // The bfloat16 bit pattern of v, rounded to nearest even (v is finite).
 __device__ __forceinline__ unsigned short bf16_bits(float v) {
@@ -96,12 +100,12 @@ __device__ __forceinline__ unsigned short bf16_bits(float v) {
 
 template <int OUT>
 __device__ __forceinline__ void store(typename OutType<OUT>::T* dst, float v) {
-    if (OUT == OUT_U8) {
+    if (OUT == OUT_UINT8) {
         v = fminf(fmaxf(v, 0.0f), 255.0f);
         *reinterpret_cast<unsigned char*>(dst) = (unsigned char)__float2int_rn(v);
-    } else if (OUT == OUT_F16) {
+    } else if (OUT == OUT_FLOAT16) {
         *reinterpret_cast<__half*>(dst) = __float2half_rn(v);
-    } else if (OUT == OUT_BF16) {
+    } else if (OUT == OUT_BFLOAT16) {
         *reinterpret_cast<unsigned short*>(dst) = bf16_bits(v);
     } else {
         *reinterpret_cast<float*>(dst) = v;
@@ -179,9 +183,9 @@ template <int FMT>
 __device__ __forceinline__ void rgb_at(const unsigned char* p0, int stride0, int x, int y,
                                        float& r, float& g, float& b) {
     const unsigned char* px = p0 + (long long)y * stride0 + 4 * x;
-    r = u8at(px + (FMT == FMT_XRGB ? 2 : 0));
+    r = u8at(px + (FMT == FMT_XRGB8888 ? 2 : 0));
     g = u8at(px + 1);
-    b = u8at(px + (FMT == FMT_XRGB ? 0 : 2));
+    b = u8at(px + (FMT == FMT_XRGB8888 ? 0 : 2));
 }
 
 __device__ __forceinline__ float lerp4(float a, float b, float c, float d, float fx, float fy) {
@@ -349,8 +353,8 @@ __device__ __forceinline__ void area_store(int rel, const float (*a)[4], float* 
             put2<1>(s0 + 2 * rel, a[0][y0], a[0][y0 + 2]);
             put2<1>(s12 + 2 * rel, a[0][c0], a[0][c0 + 2]);
         }
-    } else if (FMT == FMT_XRGB || FMT == FMT_XBGR) {
-        const int b0 = FMT == FMT_XRGB ? 2 : 0, b2 = 2 - b0;  // XRGB8888 is B,G,R,X in memory
+    } else if (FMT == FMT_XRGB8888 || FMT == FMT_XBGR8888) {
+        const int b0 = FMT == FMT_XRGB8888 ? 2 : 0, b2 = 2 - b0;  // XRGB8888 is B,G,R,X in memory
         if (VEC == 4) {
             put4<4>(s0 + rel, a[0][b0], a[1][b0], a[2][b0], a[3][b0]);
             put4<4>(s12 + 2 * rel, a[0][1], a[0][b2], a[1][1], a[1][b2]);
@@ -874,7 +878,7 @@ __device__ __forceinline__ void int_short_yuv(const Params& p, const ShortCol& c
 // Two 16-bit output values as one word, the first in the low half.
 template <int OUT>
 __device__ __forceinline__ unsigned int pack2(float a, float b) {
-    if (OUT == OUT_BF16) return (unsigned int)bf16_bits(a) | ((unsigned int)bf16_bits(b) << 16);
+    if (OUT == OUT_BFLOAT16) return (unsigned int)bf16_bits(a) | ((unsigned int)bf16_bits(b) << 16);
     return (unsigned int)__half_as_ushort(__float2half_rn(a)) | ((unsigned int)__half_as_ushort(__float2half_rn(b)) << 16);
 }
 
@@ -976,7 +980,7 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
     // SHORT with 16-bit NCHW outputs: two neighbouring pixels a thread, stored
     // as one 32-bit word a channel (when the output's rows and planes keep
     // the pair 4-byte aligned); otherwise one pixel a thread.
-    constexpr bool PAIRS = SHORT && (OUT == OUT_F16 || OUT == OUT_BF16);
+    constexpr bool PAIRS = SHORT && (OUT == OUT_FLOAT16 || OUT == OUT_BFLOAT16);
     const bool pairs = PAIRS && p.out_stride_x == 1 && ((p.out_stride_c | p.out_stride_y) & 1) == 0
                        && ((reinterpret_cast<unsigned long long>(out) & 3) == 0);
     const int step = pairs ? 2 : 1;
