@@ -100,8 +100,8 @@ class _Interrupted(BaseException):
     Not a KeyboardInterrupt: CPython marks a KeyboardInterrupt that passes
     out of exec() of a string (dataclasses builds its methods that way as a
     module is imported) as unhandled for good, and then ends the process by
-    SIGINT after main() returned 1 -- the signal matrix saw exit -2 with
-    'sits: interrupted' printed. This type is not looked for."""
+    SIGINT after main() returned 1, whatever main() printed. This type is
+    not looked for."""
 
 
 def _interrupted(signum, frame):
@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     # default kills the process mid-way, with no word and no clean-up of its
     # own); `sits capture` makes both a stop with the summary once it
     # streams. The interrupt is caught around the handlers' own installation
-    # and removal: one that lands between them and a try inside escaped as a
-    # traceback (a SIGTERM at the process's start, in the signal matrix).
+    # and removal too: one can land between them and a try inside.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
