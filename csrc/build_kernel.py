@@ -21,9 +21,10 @@ ROOT = os.path.dirname(HERE)
 PIPELINE = os.path.join(ROOT, "sits", "pipeline")
 QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
 QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
-#: the sinks' C halves: each declares its own part of the interface
-#: between cdef markers, read from the file itself
-SINKS = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c")))
+#: the sinks' and the sources' C halves: each declares its own part of the
+#: interface between cdef markers, read from the file itself
+HALVES = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c"))) + \
+    sorted(glob.glob(os.path.join(PIPELINE, "sources", "*.c")))
 IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
 
 
@@ -51,12 +52,12 @@ def queue_cdef():
     """A frame's record, as sits_frame.h has it, the frame queue's
     declarations, as frame_queue.h has them, then each sink's, as its C
     file has them."""
-    return cdef_part(FRAME_H) + cdef_part(QUEUE_H) + "".join(cdef_part(p) for p in SINKS)
+    return cdef_part(FRAME_H) + cdef_part(QUEUE_H) + "".join(cdef_part(p) for p in HALVES)
 
 
-def _sinks_preamble():
+def _halves_preamble():
     """Each sink's declarations for the binding's own C (its structs' layout)."""
-    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{cdef_part(p)}\n" for p in SINKS)
+    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{cdef_part(p)}\n" for p in HALVES)
 
 
 def _headers_digest():
@@ -65,7 +66,7 @@ def _headers_digest():
     module."""
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C] + SINKS:
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C] + HALVES:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -77,7 +78,7 @@ def source_options():
     libdrm.pc (PKG_CONFIG_LIBDIR)."""
     return dict(
         # relative to the project root, as setuptools wants (compile() below runs there too)
-        sources=[os.path.relpath(p, ROOT) for p in [QUEUE_C] + SINKS],
+        sources=[os.path.relpath(p, ROOT) for p in [QUEUE_C] + HALVES],
         include_dirs=[HERE, PIPELINE, INCLUDE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],
@@ -97,7 +98,7 @@ ffibuilder.cdef(_read("kernel.cdef") + "".join(
     + "extern const char *const sits_ioctl_names[];\n" + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
-    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _sinks_preamble() + _ioctl_table(),
+    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _halves_preamble() + _ioctl_table(),
     **source_options(),
 )
 

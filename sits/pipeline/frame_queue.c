@@ -185,31 +185,28 @@ const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index)
 	return &L->frames[index];
 }
 
-/* Queue `index` again if nothing holds it. A refused QBUF (vivid injects
- * them) must not lose the buffer: counted, retried before the next DQBUF;
- * a vanished device is Python's to handle. */
+/* Sequence numbers the source skipped between two frames (no buffer was
+ * queued when it had one to fill): V4L2's rule, for both kinds of source. */
+static void count_sequence(struct sits_queue *L, uint32_t sequence)
+{
+	if (L->sequence_seen && sequence > L->last_sequence + 1)
+		L->sequence_gaps += sequence - L->last_sequence - 1;
+	L->last_sequence = sequence;
+	L->sequence_seen = 1;
+}
+
+/* Give `index` back to its source if nothing holds it: the one place that
+ * does. A refusal (vivid injects refused QBUFs) must not lose the buffer:
+ * counted, given again before the next take; a vanished device is Python's
+ * to handle. */
 static int give_back(struct sits_queue *L, int32_t index)
 {
 	if (index < 0 || L->queued[index] || L->holds[index] || L->vfd < 0)
 		return 0;
-	if (L->timer) {             /* the timer source's "driver" may fill it again */
-		L->queued[index] = 1;
-		L->queued_order[index] = ++L->queue_clock;
-		timeline_requeued(L, index);
-		return 0;
-	}
-	struct v4l2_buffer b;
-	memset(&b, 0, sizeof b);
-	b.index = index;
-	b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-	b.memory = L->memory;
-	if (L->memory == V4L2_MEMORY_DMABUF) {
-		b.m.fd = L->dmabuf_fd[index];
-		b.length = L->length[index];
-	}
-	if (ioctl(L->vfd, VIDIOC_QBUF, &b) < 0) {
-		if (errno == ENODEV || errno == ENXIO)
-			return sits_queue_fail(L, SITS_OP_QBUF, index);
+	int r = L->source->give(L, index);
+	if (r < 0)
+		return -r;
+	if (r == SITS_GIVE_RETRY) {
 		L->requeue_errors++;
 		L->unqueued[index] = 1;
 		return 0;
@@ -217,6 +214,20 @@ static int give_back(struct sits_queue *L, int32_t index)
 	L->queued[index] = 1;
 	timeline_requeued(L, index);
 	return 0;
+}
+
+int sits_give_back(struct sits_queue *L, int32_t index)
+{
+	return give_back(L, index);
+}
+
+/* The source took buffer `index` out, a frame of `sequence` (or one it
+ * drops: the sequence numbers still count). */
+void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence)
+{
+	L->queued[index] = 0;
+	L->dequeued++;
+	count_sequence(L, sequence);
 }
 
 int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index)
@@ -425,78 +436,18 @@ int sits_queue_blocked(struct sits_queue *L)
 
 /* ------------------------------------------------------------ sources */
 
-/* Sequence numbers the source skipped between two frames (no buffer was
- * queued when it had one to fill): V4L2's rule, for both kinds of source. */
-static void count_sequence(struct sits_queue *L, uint32_t sequence)
+/* Buffers the source refused are given again before it is asked for a frame. */
+static int give_again(struct sits_queue *L)
 {
-	if (L->sequence_seen && sequence > L->last_sequence + 1)
-		L->sequence_gaps += sequence - L->last_sequence - 1;
-	L->last_sequence = sequence;
-	L->sequence_seen = 1;
-}
-
-/* A tick of the timer source: the buffer queued longest ago is filled. */
-static int timer_tick(struct sits_queue *L, struct sits_q_frame *f)
-{
-	uint64_t ticks = 0;
-	if (read(L->vfd, &ticks, sizeof ticks) != sizeof ticks)
-		return errno == EAGAIN ? 0 : sits_queue_fail(L, SITS_OP_DQBUF, -1);
-	int32_t index = -1;
-	for (uint32_t i = 0; i < L->nbufs; i++)
-		if (L->queued[i] && (index < 0 || L->queued_order[i] < L->queued_order[index]))
-			index = i;
-	int64_t last = L->timer_ticks + (int64_t)ticks - 1;    /* the newest tick's sequence */
-	L->timer_ticks += ticks;
-	if (index < 0)
-		return 0;       /* lost: the next frame's sequence number shows the gap */
-	count_sequence(L, (uint32_t)last);
-	L->queued[index] = 0;
-	L->dequeued++;
-	memset(f, 0, sizeof *f);
-	f->index = index;
-	f->sequence = (uint32_t)last;
-	f->timestamp_ns = L->timer_first_ns + last * L->timer_period_ns;
-	return 1;
-}
-
-/* One DQBUF; buffers the driver marks with V4L2_BUF_FLAG_ERROR are counted
- * and queued again, never offered. 1: a frame in `f`. */
-static int v4l2_dequeue(struct sits_queue *L, struct sits_q_frame *f)
-{
-	struct v4l2_buffer b;
 	for (uint32_t i = 0; i < L->nbufs; i++) {
-		if (L->unqueued[i]) {
-			L->unqueued[i] = 0;
-			int r = give_back(L, i);
-			if (r)
-				return -r;
-		}
-	}
-	for (;;) {
-		memset(&b, 0, sizeof b);
-		b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
-		b.memory = L->memory;
-		if (ioctl(L->vfd, VIDIOC_DQBUF, &b) < 0) {
-			if (errno == EAGAIN)
-				return 0;
-			return -sits_queue_fail(L, SITS_OP_DQBUF, -1);
-		}
-		L->dequeued++;
-		L->queued[b.index] = 0;
-		count_sequence(L, b.sequence);
-		if (!(b.flags & V4L2_BUF_FLAG_ERROR))
-			break;
-		L->buffer_errors++;
-		int r = give_back(L, b.index);
+		if (!L->unqueued[i])
+			continue;
+		L->unqueued[i] = 0;
+		int r = give_back(L, i);
 		if (r)
-			return -r;
+			return r;
 	}
-	memset(f, 0, sizeof *f);
-	f->index = b.index;
-	f->sequence = b.sequence;
-	f->bytesused = b.bytesused;
-	f->timestamp_ns = (int64_t)b.timestamp.tv_sec * 1000000000 + (int64_t)b.timestamp.tv_usec * 1000;
-	return 1;
+	return 0;
 }
 
 /* The source woke: completions first, then its frame, offered to every
@@ -517,7 +468,10 @@ int sits_queue_capture(struct sits_queue *L)
 	}
 	if (sits_queue_blocked(L))
 		return ret ? ret : SITS_Q_BLOCKED;   /* Python takes the source's fd out of the loop */
-	int got = L->timer ? timer_tick(L, &f) : v4l2_dequeue(L, &f);
+	int again = give_again(L);
+	if (again)
+		return again;
+	int got = L->source->take(L, &f);
 	if (got <= 0)
 		return got < 0 ? -got : ret;
 	f.dequeued_ns = L->last_frame_ns = sits_now_ns();

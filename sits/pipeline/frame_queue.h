@@ -103,6 +103,20 @@ struct sits_sink_ops {
 	int (*reads)(struct sits_queue *L, struct sits_sink *s, int32_t index);
 };
 
+/* A source's C half (sits/pipeline/sources/): it fills the queue's
+ * buffers, its fd (the queue's vfd) readable when one is filled. */
+enum { SITS_GIVE_RETRY = 0, SITS_GIVE_QUEUED = 1 };
+struct sits_source_ops {
+	/* the next filled buffer into f: 1, none now 0, or -SITS_Q_ERROR (err set);
+	 * each buffer it takes out of its own (a frame, or one it drops) it
+	 * reports with sits_source_took() */
+	int (*take)(struct sits_queue *L, struct sits_q_frame *f);
+	/* buffer `index` may be filled again: SITS_GIVE_QUEUED, SITS_GIVE_RETRY
+	 * (refused for now: the queue gives it again before the next take), or
+	 * -SITS_Q_ERROR (err set: the source is gone) */
+	int (*give)(struct sits_queue *L, int32_t index);
+};
+
 struct sits_sink {
 	const struct sits_sink_ops *ops;   /* NULL: Python's (frames go to Python: SITS_Q_DELIVER) */
 	void *state;                       /* the C half's own struct */
@@ -119,10 +133,10 @@ struct sits_sink {
 
 struct sits_queue {
 	/* set by Python */
-	int32_t epfd, vfd;          /* vfd -1: nothing to queue into (stopped, camera lost) */
-	uint32_t memory, nbufs;
-	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];
-	uint32_t length[SITS_Q_MAX_BUFS];
+	int32_t epfd, vfd;          /* vfd: the source's fd; -1: nothing to queue into (stopped, camera lost) */
+	const struct sits_source_ops *source;   /* its C half */
+	void *source_state;                     /* ... and that half's own struct */
+	uint32_t nbufs;
 	int64_t frames_limit;           /* run() stops at this many frames captured (0: none) */
 	/* the sinks, by id */
 	struct sits_sink sinks[SITS_Q_MAX_SINKS];
@@ -131,8 +145,8 @@ struct sits_queue {
 	/* the buffers */
 	uint32_t holds[SITS_Q_MAX_BUFS];    /* its holders: a bit a sink id */
 	struct sits_q_frame frames[SITS_Q_MAX_BUFS];    /* the frame in each buffer not with the driver */
-	uint8_t queued[SITS_Q_MAX_BUFS];    /* with the driver */
-	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* QBUF refused: retried before the next DQBUF */
+	uint8_t queued[SITS_Q_MAX_BUFS];    /* with the source */
+	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* the source refused it: given again before the next take */
 	struct sits_q_frame delivered;      /* a frame for a Python sink */
 	int32_t delivered_sink;
 	int64_t captured, last_frame_ns;
@@ -141,14 +155,6 @@ struct sits_queue {
 	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
 	uint32_t last_sequence;
 	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
-	/* a timer source instead of V4L2 (sits/pipeline/synthetic.py): vfd is a
-	 * timerfd; each tick fills the buffer queued longest ago, stamped
-	 * timer_first_ns + tick * timer_period_ns; a tick that finds none is a
-	 * skipped sequence number, as a driver's */
-	int32_t timer;
-	int64_t timer_first_ns, timer_period_ns, timer_ticks;
-	uint64_t queued_order[SITS_Q_MAX_BUFS];  /* when each was queued: filled oldest first, as drivers do */
-	uint64_t queue_clock;
 	int32_t err, err_op, err_index;
 	/* buffers are streaming into the source (requeue_idle .. forget_queued) */
 	int32_t streaming;
@@ -198,6 +204,10 @@ const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index)
 void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied);
 void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, int64_t ns, uint32_t seq);
+
+/* the sources' C halves' calls */
+void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence);
+int sits_give_back(struct sits_queue *L, int32_t index);
 /* cdef-end */
 
 int64_t sits_now_ns(void);

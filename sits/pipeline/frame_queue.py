@@ -60,6 +60,7 @@ class FrameQueue:
         L.check = int(bool(os.environ.get(CHECK_ENV)))
         L.delivered.index = NONE
         self.device = None
+        self.source = None     # the device's half (queue_sources.py), while attached
         self.frames: dict[int, Frame] = {}   # buffers Python holds
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to
@@ -141,21 +142,19 @@ class FrameQueue:
     # ------------------------------------------------------------ devices
     def attach(self, cap) -> None:
         """Queue `cap`'s buffers from now on (before cap.start()): a V4L2
-        CaptureDevice, or a timer source (its `timer_fd`: SyntheticCamera)."""
+        CaptureDevice, or a timer source (SyntheticCamera); `source` is its
+        half (sits/pipeline/queue_sources.py)."""
+        from sits.pipeline.queue_sources import half_of
         L = self.c_queue
         if len(cap.buffers) > lib.SITS_Q_MAX_BUFS:
             raise UsageError(f"{len(cap.buffers)} capture buffers; at most {lib.SITS_Q_MAX_BUFS}")
         if self.device is not None and self.device is not cap:
             self.device.queue_owner = None
-        timer = getattr(cap, "timer_fd", None)
-        L.timer = int(timer is not None)
-        L.vfd = timer if timer is not None else cap.fileno()
-        L.memory = 0 if timer is not None else cap.memory_type
+        self.source = half_of(cap)
+        L.source, L.source_state = self.source.ops, self.source.state
+        L.vfd = cap.fileno()
         L.nbufs = len(cap.buffers)
         for b in cap.buffers:
-            if timer is None:
-                L.dmabuf_fd[b.index] = b.dmabuf.fileno()
-                L.length[b.index] = b.dmabuf.size
             L.queued[b.index] = L.unqueued[b.index] = L.holds[b.index] = 0
         self.device = cap
         cap.queue_owner = self
@@ -164,11 +163,6 @@ class FrameQueue:
     def source_fd(self) -> int:
         """The fd whose readiness means a frame (DQBUF, or a timer tick)."""
         return self.c_queue.vfd
-
-    def timer_started(self, first_ns: int, period_ns: int) -> None:
-        """The timer source's clock: tick k lands at first_ns + k * period_ns."""
-        L = self.c_queue
-        L.timer_first_ns, L.timer_period_ns, L.timer_ticks = first_ns, period_ns, 0
 
     def detach(self) -> None:
         """The device is gone or closing: nothing is queued into it any more.

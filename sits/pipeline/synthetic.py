@@ -124,7 +124,7 @@ class SyntheticCamera:
         period = self.period_ns
         first = time.monotonic_ns() + period
         self.queue_owner.requeue_idle()
-        self.queue_owner.timer_started(first, period)
+        self.queue_owner.source.started(first, period)
         self._timer.start(first, period)
         self.streaming = True
 

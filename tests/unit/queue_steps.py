@@ -22,6 +22,7 @@ import os
 import random
 import select
 import sys
+import types
 
 from sits._kernel import ffi, lib
 from sits.ebpf.histogram import SLOTS
@@ -36,6 +37,28 @@ CONFIGS = {  # the holders a trace's frames meet
     "display-lazy": dict(display=True, lazy_flips=True),
     "all-lazy": dict(display=True, cuda=True, python=True, lazy_flips=True),
 }
+
+
+class Ticks:
+    """The stand-in source: the frame queue's timer source on an eventfd
+    (one write: one tick), attached as a SyntheticCamera is."""
+
+    def __init__(self, q, nbufs: int):
+        self.fd = self.timer_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.buffers = [types.SimpleNamespace(index=i) for i in range(nbufs)]
+        self.queue_owner = None
+        q.attach(self)
+        q.requeue_idle()    # every buffer given to the source, 0 first, as at STREAMON
+        q.source.started(1_000_000_000, 10_000_000)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def tick(self) -> None:
+        os.eventfd_write(self.fd, 1)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class Fence:
@@ -137,12 +160,7 @@ class Steps:
         self.ep = select.epoll()
         self.q = q = FrameQueue(self.ep.fileno())
         L = self.c_queue = q.c_queue
-        self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.timer, L.vfd, L.nbufs, L.streaming = 1, self.tick_fd, nbufs, 1
-        L.timer_first_ns, L.timer_period_ns = 1_000_000_000, 10_000_000
-        for i in range(nbufs):   # queued as STREAMON finds them, 0 first
-            L.queued[i], L.queued_order[i] = 1, i + 1
-        L.queue_clock = nbufs
+        self.ticks = Ticks(q, nbufs)
         self.d = KmsStandIn(q, lazy_flips) if display else None
         self.lazy_flips = lazy_flips
         self.fences: list[Fence] = []   # out-fences made unsignalled, oldest first
@@ -175,7 +193,7 @@ class Steps:
         self._settle(code)
         queued = [i for i in range(self.nbufs) if L.queued[i] and not before[i]]
         if queued:
-            self.out["qbuf"] = sorted(queued, key=lambda i: L.queued_order[i])
+            self.out["qbuf"] = sorted(queued, key=lambda i: self.q.source.state.given_order[i])
         return self.out
 
     def _settle(self, code: int) -> None:
@@ -212,7 +230,7 @@ class Steps:
     def tick(self) -> dict:
         """The source fills a buffer; the queue takes it."""
         def fn():
-            os.eventfd_write(self.tick_fd, 1)
+            self.ticks.tick()
             return self.q.capture()
         return self._step(fn)
 
@@ -283,7 +301,7 @@ class Steps:
             fence.signal()
         if self.d is not None:
             self.d.close()
-        os.close(self.tick_fd)
+        self.ticks.close()
         self.ep.close()
 
 

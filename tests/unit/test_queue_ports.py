@@ -10,6 +10,7 @@ import pytest
 
 from sits._kernel import ffi, lib
 from sits.pipeline.frame_queue import NONE, FrameQueue
+from tests.unit.queue_steps import Ticks
 
 BUFFERS = 6
 
@@ -21,16 +22,12 @@ class Queue:
     def __init__(self, policy: str, depth: int):
         self.ep = select.epoll()
         self.q = q = FrameQueue(self.ep.fileno())
-        L = self.c_queue = q.c_queue
-        self.tick_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.timer, L.vfd, L.nbufs = 1, self.tick_fd, BUFFERS
-        for i in range(BUFFERS):
-            L.queued[i], L.queued_order[i] = 1, i + 1
-        L.queue_clock = BUFFERS
+        self.c_queue = q.c_queue
+        self.ticks = Ticks(q, BUFFERS)
         self.sink = q.add_sink(ffi.NULL, ffi.NULL, policy, depth)
 
     def tick(self) -> int:
-        os.eventfd_write(self.tick_fd, 1)
+        self.ticks.tick()
         return self.q.capture()
 
     def waiting(self) -> list[int]:
@@ -39,7 +36,7 @@ class Queue:
         return [self.c_queue.frames[s.port[i]].sequence for i in range(s.port_n)]
 
     def close(self):
-        os.close(self.tick_fd)
+        self.ticks.close()
         self.ep.close()
 
 
