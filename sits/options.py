@@ -42,7 +42,8 @@ class Option:
         if self.convert is not None and isinstance(v, str):
             v = self.convert(v, name)
         if self.choices is not None and v not in self.choices:
-            raise UsageError(f"{name} must be {' | '.join(self.choices)}, not {v!r}")
+            one_of = ", ".join(self.choices[:-1]) + " or " + self.choices[-1]
+            raise UsageError(f"{name} must be {one_of}, not {v!r}")
         if (self.min is not None and v < self.min) or (self.max is not None and v > self.max):
             bounds = f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
             raise UsageError(f"{name} must be {bounds}, not {v}")

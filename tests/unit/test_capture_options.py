@@ -28,7 +28,7 @@ def test_the_display_is_off_unless_asked_for_everywhere():
 
 
 @pytest.mark.parametrize("kw,msg", [
-    (dict(memory="bogus"), re.escape("open_chain: memory must be mmap | heap | udmabuf, not 'bogus'")),
+    (dict(memory="bogus"), re.escape("open_chain: memory must be mmap, heap or udmabuf, not 'bogus'")),
     (dict(buffers=1), "open_chain: buffers must be 2 to 32, not 1"),
     (dict(size="12x"), "open_chain: size must look like 1280x720"),
     (dict(format="YUYV2"), "open_chain: format takes a fourcc"),
@@ -47,5 +47,5 @@ def test_the_library_takes_a_size_as_the_cli_spells_it_or_as_a_tuple():
 
 
 def test_the_cli_checks_with_the_same_table():
-    with pytest.raises(UsageError, match=re.escape("--memory must be mmap | heap | udmabuf, not 'bogus'")):
+    with pytest.raises(UsageError, match=re.escape("--memory must be mmap, heap or udmabuf, not 'bogus'")):
         cli.run_capture(display=True, memory="bogus")

@@ -14,7 +14,7 @@ SIZES = [(640, 480), (1280, 720), (1920, 1080)]
 
 def run(**kw):
     kw.setdefault("frames", 6)
-    return build(CaptureOptions(**kw)).run()
+    return build(CaptureOptions(**{"display": True, **kw})).run()
 
 
 @pytest.mark.parametrize("memory", ["mmap", "heap", "udmabuf"])
@@ -37,7 +37,7 @@ def test_zero_copy_chain_is_verified_by_writeback(fmt, size, memory, vivid_path,
 def test_c_flip_loop_shows_the_frames_between_writebacks(memory, vivid_path, vkms_path, no_leaks):
     # until the second writeback has been checked: how many frames that
     # takes is the host's speed
-    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                  memory=memory, verify=True, verify_every=8),
                   lambda s: s.verify["checked"] >= 2)
     assert s.stopped_by == "test", s
@@ -52,7 +52,7 @@ def test_c_flip_loop_shows_the_frames_between_writebacks(memory, vivid_path, vkm
 def test_c_flip_loop_with_few_buffers_waits_for_flips_not_frames(buffers, vivid_path, vkms_path, no_leaks):
     # with two or three buffers the driver may have none left until a flip
     # retires one: the C loop must then wake for the flip event itself
-    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(320, 180),
+    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(320, 180),
                                  buffers=buffers, fps=30), lambda s: s.c_loop_commits >= 10)
     assert s.stopped_by == "test", s
     assert s.frames_displayed + s.frames_dropped == s.frames_captured
@@ -152,7 +152,7 @@ def test_display_hotplug_pauses_and_resumes(vivid_path, vkms_path, no_leaks):
             steps.append(("on", s.frames_captured, s.frames_displayed))
 
     try:
-        s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480)),
+        s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480)),
                       lambda s: len(steps) == 2 and s.frames_displayed > steps[1][2] + 2, on_status=on_status)
     finally:
         with open(status, "w") as f:

@@ -27,7 +27,7 @@ def test_restored_after_a_normal_end(vivid_path, vkms_path):
     with observer(vkms_path) as obs:
         before = display_state(obs)
         seen = []
-        s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(1280, 720)),
+        s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(1280, 720)),
                       lambda s: any(st[0] != before[0] for st in seen),
                       on_status=lambda s: seen.append(display_state(obs)))
         assert s.stopped_by == "test", "sits never showed a frame: nothing was tested"
@@ -51,7 +51,7 @@ class Crash(Consumer):
 def test_restored_after_a_consumer_raises(vivid_path, vkms_path):
     with observer(vkms_path) as obs:
         before = display_state(obs)
-        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(1280, 720), frames=50),
+        p = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(1280, 720), frames=50),
                   consumers=[Crash()])
         with pytest.raises(ConsumerError, match="consumer crash: RuntimeError: boom"):
             p.run()

@@ -28,7 +28,7 @@ def test_disconnect_stops_cleanly(vivid_path, vkms_path):
             fired.append(True)
 
     try:
-        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+        p = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                         frames=200), on_status=status, status_interval=0.05)
         with pytest.raises(DeviceError, match="disconnected"):
             p.run()
@@ -67,7 +67,7 @@ def test_reconnect_waits_for_the_camera_and_resumes(vivid_path, vkms_path, no_le
         if state["shown_at_return"] is not None and s.frames_displayed >= state["shown_at_return"] + 15:
             p.request_stop("test")
 
-    p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+    p = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                     duration=240, reconnect=True, verify=True, verify_every=5),
                      on_status=status, status_interval=0.05)
     reloader = threading.Thread(target=reload_when_released, daemon=True)

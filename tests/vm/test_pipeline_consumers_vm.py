@@ -112,7 +112,7 @@ def test_buffer_goes_back_only_when_display_and_consumer_released(memory, vivid_
     slow = SlowConsumer(hold_s=0.4)
 
     def go():
-        p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+        p = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                  memory=memory, frames=16, buffers=6, verify=True, verify_every=4),
                   consumers=[(slow, "block", 1)])
         slow.pipeline = p
@@ -131,7 +131,7 @@ def test_buffer_goes_back_only_when_display_and_consumer_released(memory, vivid_
 def test_drop_policies_count_every_frame(policy, vivid_path, vkms_path, no_leaks):
     # 30 fps from vivid, a consumer that needs 0.2 s a frame and holds one at a time
     slow = SlowConsumer(hold_s=0.2, depth=1)
-    p = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(320, 180), fps=30,
+    p = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(320, 180), fps=30,
                              frames=30, buffers=4), consumers=[(slow, policy, 1)])
     s = p.run()
     c = s.consumers["slow"]

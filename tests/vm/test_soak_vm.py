@@ -55,7 +55,7 @@ def test_long_run_verified_with_fds_dmabufs_and_rss_flat(vivid_path, vkms_path, 
         if len(samples) < len(marks) and s.frames_captured >= marks[len(samples)]:
             samples.append((s.frames_captured, steady_fds(), dmabuf_count(), rss_kb()))
             say(capsys, "frame %d: fds %d, dma-bufs %d, RSS %d kB" % samples[-1])
-    s = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480), fps=60,
+    s = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480), fps=60,
                              frames=FRAMES, verify=True, verify_every=100),
               on_status=status, status_interval=0.05).run()
     say(capsys, f"{s.frames_captured} captured, {s.frames_displayed} shown, verify {s.verify}, "
@@ -81,7 +81,7 @@ def test_start_stop_cycles(vivid_path, vkms_path, no_leaks, capsys):
         before = display_state(obs)
         fds = bufs = None
         for i in range(CYCLES):
-            s = build(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+            s = build(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                      memory=MEMORIES[i % 3], frames=3)).run()
             assert s.frames_captured == 3 and s.frames_displayed >= 1, s
             assert display_state(obs) == before, f"cycle {i}: the display was not given back"
@@ -124,7 +124,7 @@ def test_injected_error_counted_and_survived(control, memory, vivid_path, vkms_p
         assert s.verify["mismatched"] == 0, s.verify
         return
     ctrl = vivid.control_id(vivid_path, control)
-    opts = CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480), memory=memory)
+    opts = CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480), memory=memory)
     if control in AT_START:
         vivid.set_control(vivid_path, ctrl)
         s = run_until(opts, lambda s: s.frames_captured >= 6)

@@ -38,7 +38,7 @@ def look_while_running(vivid_path, vkms_path, fmt, memory):
     def status(s):
         if s.frames_displayed >= 2 and not seen:
             seen["bufs"], seen["plane"] = dmabufs(), shown_plane()
-    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format=fmt, size=(320, 180),
+    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format=fmt, size=(320, 180),
                                  memory=memory, buffers=4), lambda s: bool(seen), on_status=status)
     assert seen, "nothing was shown while it ran"
     return s, seen

@@ -69,7 +69,7 @@ def inject_during(vivid_path, vkms_path, name, counted, **kw):
         return bool(fired) and counted(s) and s.frames_captured >= fired[0] + 5
 
     # the C loop runs between writebacks: space them out so that it meets the errors
-    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, format="XR24", size=(640, 480),
+    s = run_until(CaptureOptions(device=vivid_path, card=vkms_path, display=True, format="XR24", size=(640, 480),
                                  verify=True, verify_every=8, **kw), done, on_status=status)
     assert fired, "the run ended before the error could be injected"
     assert s.stopped_by == "test", ("the error was never counted, or the chain stopped after it", s)
