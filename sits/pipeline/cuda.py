@@ -64,7 +64,7 @@ from sits.v4l2.colorimetry import of_format
 INGESTS = ("copy", "direct")
 H2D = 1             # cudaMemcpyHostToDevice
 GPU_TIMING_EVERY = 8  # batches between two GPU timings (two timed events cost a little)
-CONVERTER_SLOTS = 3   # batches > 1 in flight at once (FrameConverter's pointer tables)
+CONVERTER_TABLES = 3  # batches > 1 in flight at once (FrameConverter's pointer tables)
 # A batch is flushed this long before its deadline: epoll waits in whole
 # milliseconds (rounded up), and the loop has other fds to serve.
 BATCH_MARGIN_S = 1.5e-3
@@ -207,7 +207,7 @@ class CudaConsumer(Consumer):
         self._batch_type = FrameBatch
         self.registry = HostRegistry()
         try:
-            self.converter = FrameConverter(self.plan, max_batch=cap, slots=CONVERTER_SLOTS, registry=self.registry)
+            self.converter = FrameConverter(self.plan, max_batch=cap, tables=CONVERTER_TABLES, registry=self.registry)
             self._stream = self.converter.stream
             self._slots = [self._set_up(b) for b in buffers]
         except BaseException as exc:
@@ -371,7 +371,7 @@ class CudaConsumer(Consumer):
                 self.sequence = self.timestamp_ns = -1
         for n in range(2, cap + 1):
             items = [(Idle(i), None) for i in range(n)]
-            for _ in range(CONVERTER_SLOTS):  # every slot captures its own graph
+            for _ in range(CONVERTER_TABLES):  # every pointer table captures its own graph
                 self.converter.convert(self._frames(items)).synchronize()
             started = time.monotonic()
             self.converter.convert(self._frames(items)).synchronize()
