@@ -122,12 +122,12 @@ def bench_fused(cp, stream, d2d_bps: float, batch: int = 32) -> list[dict]:
             sets_of = {fmt: [random_device_frames(cp, src, batch, seed) for seed in (1, 2)]}
         sets = sets_of[fmt]
         plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **IMAGENET), resize=resize)
-        conv = FrameConverter(plan, max_batch=batch, stream=stream, slots=2)
+        conv = FrameConverter(plan, max_batch=batch, stream=stream, tables=2)
         outs = [conv.allocate(batch) for _ in range(2)]
         sweep = {}
         if resize == "area":  # the same launches with other rows per block
             for band in AREA_BANDS:
-                other = FrameConverter(plan, max_batch=batch, stream=stream, slots=1, variant=Variant(band_rows=band))
+                other = FrameConverter(plan, max_batch=batch, stream=stream, tables=1, variant=Variant(band_rows=band))
                 sweep[band] = time_fixed(cp, stream, [other.fixed(sets[i], out=outs[i]) for i in range(2)])
                 del other
         fixed = [conv.fixed(sets[i], out=outs[i]) for i in range(2)]
@@ -476,7 +476,7 @@ def bench_features(cp, stream, ingest_gbps: float, batch: int = 256, batches: in
     depth = 2  # staging buffers: ingest runs one batch ahead of the model
     staging = [cp.empty((batch, fb), cp.uint8) for _ in range(depth)]
     plan = make_plan(src, OutputSpec(224, 224, layout="NHWC", dtype="bfloat16", **IMAGENET), resize="area")
-    conv = FrameConverter(plan, max_batch=batch, stream=ccp, slots=1)
+    conv = FrameConverter(plan, max_batch=batch, stream=ccp, tables=1)
     fixed = [conv.fixed(staging[i], out=static_in) for i in range(depth)]
     graphs = []
     with torch.inference_mode(), torch.cuda.stream(compute):

@@ -206,8 +206,9 @@ class _RowFrames(list):
         return [K.frame_planes(base + i * row, plan) for i in range(a.shape[0])]
 
 
-class _Slot:
-    """One in-flight launch's pointer table (pinned host + device) and graphs."""
+class _PointerTable:
+    """A launch's pointer table (pinned host + device), the graphs that read
+    it and its staging buffers; FrameConverter uses its tables in turn."""
 
     def __init__(self, cp, max_batch: int):
         import cupyx
@@ -224,9 +225,11 @@ class _Slot:
 class FrameConverter:
     """Converts batches of frames of one plan (see the module doc).
     `variant` is how its kernels are built and launched: the product's
-    unless a test or a benchmark gives another (kernel.Variant)."""
+    unless a test or a benchmark gives another (kernel.Variant). `tables`:
+    pointer tables used in turn: that many launches may be in flight before
+    convert() waits for the oldest to have read its table."""
 
-    def __init__(self, plan: Plan, *, max_batch: int = 64, stream=None, slots: int = 3,
+    def __init__(self, plan: Plan, *, max_batch: int = 64, stream=None, tables: int = 3,
                  use_graphs: bool = True, registry: HostRegistry | None = None,
                  variant: K.Variant = K.PRODUCT):
         cp = cupy()
@@ -264,7 +267,7 @@ class FrameConverter:
                         props.get("reservedSharedMemPerBlock", 1024),
                         K.launch_shape(plan, 1, v, variant=variant)[1][0])
             self.stream = stream or cp.cuda.Stream(non_blocking=True)
-            self._slots = [_Slot(cp, max_batch) for _ in range(max(1, slots))]
+            self._tables = [_PointerTable(cp, max_batch) for _ in range(max(1, tables))]
         except Exception as exc:
             oom = out_of_memory(exc, "setting up the conversion")
             if oom:
@@ -325,16 +328,16 @@ class FrameConverter:
         kinds = {k for _, k in resolved}
         return [p for p, _ in resolved], (kinds.pop() if len(kinds) == 1 else "mixed")
 
-    def _stage(self, slot: _Slot, frames: list[np.ndarray]) -> list[tuple[int, int]]:
+    def _stage(self, table: _PointerTable, frames: list[np.ndarray]) -> list[tuple[int, int]]:
         """The staged path: numpy frames -> pinned bounce buffer -> device staging."""
         cp = cupy()
         import cupyx
 
         need = self.plan.src.frame_bytes
-        if slot.staging is None:
-            slot.staging = (cupyx.empty_pinned((self.max_batch, need), np.uint8),
-                            cp.empty((self.max_batch, need), np.uint8))
-        bounce, dev = slot.staging
+        if table.staging is None:
+            table.staging = (cupyx.empty_pinned((self.max_batch, need), np.uint8),
+                             cp.empty((self.max_batch, need), np.uint8))
+        bounce, dev = table.staging
         for i, f in enumerate(frames):
             flat = np.asarray(f, dtype=np.uint8).reshape(-1)
             if flat.size < need:
@@ -344,13 +347,13 @@ class FrameConverter:
         return [K.frame_planes(dev.data.ptr + i * need, self.plan) for i in range(len(frames))]
 
     # -- launching -----------------------------------------------------------------
-    def _enqueue(self, slot: _Slot, n: int, vec: int = 1) -> None:
+    def _enqueue(self, table: _PointerTable, n: int, vec: int = 1) -> None:
         cp = cupy()
         grid, block, smem = K.launch_shape(self.plan, n, vec, self.resident.get(vec), self.variant)
-        cp.cuda.runtime.memcpyAsync(slot.dev.data.ptr, slot.host.ctypes.data, (1 + 2 * n) * 8, H2D,
+        cp.cuda.runtime.memcpyAsync(table.dev.data.ptr, table.host.ctypes.data, (1 + 2 * n) * 8, H2D,
                                     self.stream.ptr)
         with self.stream:
-            self._kernels[vec](grid, block, (*self._params[vec], slot.dev), shared_mem=smem)
+            self._kernels[vec](grid, block, (*self._params[vec], table.dev), shared_mem=smem)
 
     def fixed(self, frames, *, out=None) -> "FixedConversion":
         """Set up the conversion of frames that stay at these addresses (see the module doc)."""
@@ -365,36 +368,36 @@ class FrameConverter:
             if out is None:
                 out = self.allocate(n)
             out_ptr = _out_pointer(out, self.plan, n)
-            slot = self._slots[self._next]
-            self._next = (self._next + 1) % len(self._slots)
-            slot.free.synchronize()  # its previous launch has read the table (long done, normally)
+            table = self._tables[self._next]
+            self._next = (self._next + 1) % len(self._tables)
+            table.free.synchronize()  # its previous launch has read the table (long done, normally)
             staged = [f for f in frames if isinstance(f, np.ndarray)]
             if staged and len(staged) != n:
                 raise UsageError("a batch is either all numpy (staged) frames or none")
             if staged:
-                planes = self._stage(slot, staged)
+                planes = self._stage(table, staged)
                 path, zero_copy = "staged", False
             else:
                 planes, path = self._resolve(frames)
                 zero_copy = True
-            slot.host[:1 + 2 * n] = K.pointer_table(out_ptr, planes, self.plan)
+            table.host[:1 + 2 * n] = K.pointer_table(out_ptr, planes, self.plan)
             vec = 4 if 4 in self._vecs and K.aligned16(planes) else 1
             self.last_vec = vec
             use_graph = self.use_graphs if graph is None else graph
             if use_graph and not staged:
-                g = slot.graphs.get((n, vec))
+                g = table.graphs.get((n, vec))
                 if g is None:
                     self.stream.begin_capture()
                     try:
-                        self._enqueue(slot, n, vec)
+                        self._enqueue(table, n, vec)
                     finally:
                         g = self.stream.end_capture()
-                    slot.graphs[(n, vec)] = g
+                    table.graphs[(n, vec)] = g
                     self.graph_captures += 1
                 g.launch(self.stream)
             else:
-                self._enqueue(slot, n, vec)
-            slot.free.record(self.stream)
+                self._enqueue(table, n, vec)
+            table.free.record(self.stream)
             event = cp.cuda.Event(disable_timing=True)
             event.record(self.stream)
         except UsageError:

@@ -27,17 +27,17 @@ class AtomicRequest:
             raise MemoryError("drmModeAtomicAlloc")
         self._req = req
         self._free = weakref.finalize(self, lib.drmModeAtomicFree, req)
-        self._fence_slots: dict[str, object] = {}
-        self._slot_pool: dict[str, object] = {}
+        self._fence_ptrs: dict[str, object] = {}       # where the kernel writes this commit's out-fences
+        self._fence_ptr_pool: dict[str, object] = {}   # one per property, kept across reset()
         self.fences: dict[str, SyncFile | None] = {}
         self.props: list[tuple[int, str, int]] = []
         self.started_ns = 0     # when the last commit() began (CLOCK_MONOTONIC)
 
     def reset(self) -> "AtomicRequest":
         """Empty the request for the next commit (drmModeAtomicSetCursor 0),
-        so a flip loop allocates no request, finalizer or fence slot per frame."""
+        so a flip loop allocates no request, finalizer or out-fence pointer per frame."""
         lib.drmModeAtomicSetCursor(self._req, 0)
-        self._fence_slots = {}
+        self._fence_ptrs = {}
         self.fences = {}
         self.props.clear()
         return self
@@ -53,12 +53,12 @@ class AtomicRequest:
     def add_out_fence(self, obj_id: int, name: str) -> "AtomicRequest":
         """Ask for an out-fence (OUT_FENCE_PTR, WRITEBACK_OUT_FENCE_PTR);
         after commit() it is in self.fences[name]."""
-        slot = self._slot_pool.get(name)
-        if slot is None:
-            slot = self._slot_pool[name] = ffi.new("int32_t *", -1)
-        slot[0] = -1
-        self._fence_slots[name] = slot
-        return self.add(obj_id, name, int(ffi.cast("uintptr_t", slot)))
+        fence_ptr = self._fence_ptr_pool.get(name)
+        if fence_ptr is None:
+            fence_ptr = self._fence_ptr_pool[name] = ffi.new("int32_t *", -1)
+        fence_ptr[0] = -1
+        self._fence_ptrs[name] = fence_ptr
+        return self.add(obj_id, name, int(ffi.cast("uintptr_t", fence_ptr)))
 
     def commit(self, flags: int = 0, user_data: int = 0) -> dict[str, SyncFile | None]:
         # the commit's time, as near its ioctl as Python gets (a frame's
@@ -71,7 +71,7 @@ class AtomicRequest:
             raise KernelCallError(err, "DRM_IOCTL_MODE_ATOMIC",
                                   "test-only commit refused" if flags & TEST_ONLY else None)
         if not flags & TEST_ONLY:
-            self.fences = {name: SyncFile.from_fd(slot[0]) for name, slot in self._fence_slots.items()}
+            self.fences = {name: SyncFile.from_fd(ptr[0]) for name, ptr in self._fence_ptrs.items()}
         return self.fences
 
     def close(self):

@@ -64,7 +64,7 @@ from sits.v4l2.colorimetry import of_format
 INGESTS = ("copy", "direct")
 H2D = 1             # cudaMemcpyHostToDevice
 GPU_TIMING_EVERY = 8  # batches between two GPU timings (two timed events cost a little)
-CONVERTER_SLOTS = 3   # batches > 1 in flight at once (FrameConverter's pointer tables)
+CONVERTER_TABLES = 3  # batches > 1 in flight at once (FrameConverter's pointer tables)
 # A batch is flushed this long before its deadline: epoll waits in whole
 # milliseconds (rounded up), and the loop has other fds to serve.
 BATCH_MARGIN_S = 1.5e-3
@@ -84,9 +84,9 @@ def supported_formats() -> str:
     return ", ".join(f"{v4l2[n]} ({n})" if n in v4l2 and v4l2[n] != n else n for n in FORMATS)
 
 
-class _Slot:
-    """One capture buffer's set-up: where the GPU reads it, its graph, its
-    output tensor and events."""
+class _BufferOnGpu:
+    """What one capture buffer has on the GPU: where the GPU reads it, its
+    graph, its output tensor and events."""
 
     __slots__ = ("frame_src", "staging", "fixed", "graph", "tensor", "event", "start", "memfd", "imported")
 
@@ -170,7 +170,7 @@ class CudaConsumer(Consumer):
         # the batch done -> its leases released on the loop, per batch
         self.release_ms: collections.deque = collections.deque(maxlen=latency_samples)
         self._gpu_ms: list[float] = []
-        self._slots: list[_Slot] = []
+        self._on_gpu: list[_BufferOnGpu] = []  # by buffer index
         self._in_flight: collections.deque = collections.deque()  # items of batches not yet done
         self._ctx = None
         self._stream = None
@@ -207,9 +207,9 @@ class CudaConsumer(Consumer):
         self._batch_type = FrameBatch
         self.registry = HostRegistry()
         try:
-            self.converter = FrameConverter(self.plan, max_batch=cap, slots=CONVERTER_SLOTS, registry=self.registry)
+            self.converter = FrameConverter(self.plan, max_batch=cap, tables=CONVERTER_TABLES, registry=self.registry)
             self._stream = self.converter.stream
-            self._slots = [self._set_up(b) for b in buffers]
+            self._on_gpu = [self._set_up(b) for b in buffers]
         except BaseException as exc:
             self._release_gpu()
             oom = None if isinstance(exc, CudaOutOfMemory) else out_of_memory(
@@ -224,9 +224,9 @@ class CudaConsumer(Consumer):
             self._warm_up(cap)
         # Every graph launched once before the first frame: first launches
         # cost more than the rest.
-        for slot in self._slots:
-            if slot.graph is not None:
-                slot.graph.launch(self._stream)
+        for on_gpu in self._on_gpu:
+            if on_gpu.graph is not None:
+                on_gpu.graph.launch(self._stream)
         cp.cuda.runtime.deviceSynchronize()
         q = self._frame_queue = getattr(ctx, "frame_queue", None)
         if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
@@ -248,13 +248,13 @@ class CudaConsumer(Consumer):
         graphs = {}
         stamps = self._stamps = Stamps(max(b.index for b in buffers) + 1)
         try:
-            for buf, slot in zip(buffers, self._slots):
-                def enqueue(slot=slot, index=buf.index):
+            for buf, on_gpu in zip(buffers, self._on_gpu):
+                def enqueue(on_gpu=on_gpu, index=buf.index):
                     stamps.begin(index, stream)
-                    if slot.staging is not None:
-                        cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, slot.memfd.address, nbytes, H2D,
+                    if on_gpu.staging is not None:
+                        cp.cuda.runtime.memcpyAsync(on_gpu.staging.data.ptr, on_gpu.memfd.address, nbytes, H2D,
                                                     stream.ptr)
-                    slot.fixed.enqueue()
+                    on_gpu.fixed.enqueue()
                     stamps.end(index, stream)
                 raw = RawGraph(stream.ptr, enqueue)
                 self._raw_graphs.append(raw)
@@ -321,42 +321,42 @@ class CudaConsumer(Consumer):
                          f"(dma-buf import: {why}); use udmabuf buffers (--memory udmabuf: memfd pages, "
                          "registered with CUDA once), or allow the staged copy")
 
-    def _set_up(self, buf) -> _Slot:
+    def _set_up(self, buf) -> _BufferOnGpu:
         cp, conv, stream = self._cp, self.converter, self._stream
         nbytes = self.plan.src.frame_bytes
-        slot = _Slot()
-        slot.event = cp.cuda.Event(disable_timing=False)
-        slot.start = cp.cuda.Event(disable_timing=False)
+        on_gpu = _BufferOnGpu()
+        on_gpu.event = cp.cuda.Event(disable_timing=False)
+        on_gpu.start = cp.cuda.Event(disable_timing=False)
         if self.import_path == "staged":
-            return slot  # converted per frame through the bounce buffer
+            return on_gpu  # converted per frame through the bounce buffer
         from sits.cuda.convert import HostFrame
 
         if self.import_path == "dmabuf":
             from sits.cuda.extmem import ImportedDmabuf
-            slot.imported = ImportedDmabuf(buf.dmabuf.fileno(), buf.dmabuf.size)
-            slot.frame_src = slot.imported
-            slot.fixed = fixed = conv.fixed([slot.imported])
-            slot.graph, slot.tensor = fixed.graph, fixed.tensor
-            return slot
-        slot.memfd = buf.memfd
+            on_gpu.imported = ImportedDmabuf(buf.dmabuf.fileno(), buf.dmabuf.size)
+            on_gpu.frame_src = on_gpu.imported
+            on_gpu.fixed = fixed = conv.fixed([on_gpu.imported])
+            on_gpu.graph, on_gpu.tensor = fixed.graph, fixed.tensor
+            return on_gpu
+        on_gpu.memfd = buf.memfd
         self.registry.register(buf.memfd)  # once per buffer, for its life here
         if self.ingest == "direct":
-            slot.frame_src = HostFrame(buf.memfd)
-            slot.fixed = fixed = conv.fixed([slot.frame_src])
-            slot.graph, slot.tensor = fixed.graph, fixed.tensor
-            return slot
-        slot.staging = cp.empty(nbytes, cp.uint8)
-        slot.frame_src = slot.staging
-        slot.fixed = fixed = conv.fixed([slot.staging])
+            on_gpu.frame_src = HostFrame(buf.memfd)
+            on_gpu.fixed = fixed = conv.fixed([on_gpu.frame_src])
+            on_gpu.graph, on_gpu.tensor = fixed.graph, fixed.tensor
+            return on_gpu
+        on_gpu.staging = cp.empty(nbytes, cp.uint8)
+        on_gpu.frame_src = on_gpu.staging
+        on_gpu.fixed = fixed = conv.fixed([on_gpu.staging])
         host = buf.memfd.address
         stream.begin_capture()
         try:
-            cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, host, nbytes, H2D, stream.ptr)
+            cp.cuda.runtime.memcpyAsync(on_gpu.staging.data.ptr, host, nbytes, H2D, stream.ptr)
             fixed.enqueue()
         finally:
-            slot.graph = stream.end_capture()
-        slot.tensor = fixed.tensor
-        return slot
+            on_gpu.graph = stream.end_capture()
+        on_gpu.tensor = fixed.tensor
+        return on_gpu
 
     def _warm_up(self, cap: int) -> None:
         """Capture each batch size's graphs now, not in a frame's latency, and
@@ -371,7 +371,7 @@ class CudaConsumer(Consumer):
                 self.sequence = self.timestamp_ns = -1
         for n in range(2, cap + 1):
             items = [(Idle(i), None) for i in range(n)]
-            for _ in range(CONVERTER_SLOTS):  # every slot captures its own graph
+            for _ in range(CONVERTER_TABLES):  # every pointer table captures its own graph
                 self.converter.convert(self._frames(items)).synchronize()
             started = time.monotonic()
             self.converter.convert(self._frames(items)).synchronize()
@@ -380,7 +380,7 @@ class CudaConsumer(Consumer):
     def tensor_for(self, index: int):
         """The output tensor of capture buffer `index`'s own conversion (batches
         of one): written again with each of that buffer's frames."""
-        return self._slots[index].tensor
+        return self._on_gpu[index].tensor
 
     # ------------------------------------------------------------ frames
     def ready(self) -> bool:
@@ -445,14 +445,14 @@ class CudaConsumer(Consumer):
         timed = self.batches % GPU_TIMING_EVERY == 0
         if len(items) == 1 and self.import_path != "staged":
             frame = items[0][0]
-            slot = self._slots[frame.buffer.index]
+            on_gpu = self._on_gpu[frame.buffer.index]
             if timed:
-                slot.start.record(stream)
-            slot.graph.launch(stream)
-            slot.event.record(stream)
-            batch = self._batch_type(slot.tensor, stream, slot.event, (frame.sequence,), (frame.timestamp_ns,),
+                on_gpu.start.record(stream)
+            on_gpu.graph.launch(stream)
+            on_gpu.event.record(stream)
+            batch = self._batch_type(on_gpu.tensor, stream, on_gpu.event, (frame.sequence,), (frame.timestamp_ns,),
                                      self.import_path, True)
-            start, end = (slot.start, slot.event) if timed else (None, None)
+            start, end = (on_gpu.start, on_gpu.event) if timed else (None, None)
         else:
             start = end = None
             if timed:
@@ -486,14 +486,14 @@ class CudaConsumer(Consumer):
         nbytes = self.plan.src.frame_bytes
         out = []
         for frame, _ in items:
-            slot = self._slots[frame.buffer.index]
-            if slot.staging is not None:
-                cp.cuda.runtime.memcpyAsync(slot.staging.data.ptr, slot.memfd.address, nbytes, H2D, stream.ptr)
-                out.append(DeviceFrame(slot.staging, frame.sequence, frame.timestamp_ns))
-            elif isinstance(slot.frame_src, HostFrame):
-                out.append(HostFrame(slot.memfd, frame.sequence, frame.timestamp_ns))
+            on_gpu = self._on_gpu[frame.buffer.index]
+            if on_gpu.staging is not None:
+                cp.cuda.runtime.memcpyAsync(on_gpu.staging.data.ptr, on_gpu.memfd.address, nbytes, H2D, stream.ptr)
+                out.append(DeviceFrame(on_gpu.staging, frame.sequence, frame.timestamp_ns))
+            elif isinstance(on_gpu.frame_src, HostFrame):
+                out.append(HostFrame(on_gpu.memfd, frame.sequence, frame.timestamp_ns))
             else:
-                out.append(DeviceFrame(slot.frame_src, frame.sequence, frame.timestamp_ns))
+                out.append(DeviceFrame(on_gpu.frame_src, frame.sequence, frame.timestamp_ns))
         return out
 
     def _cpu_view(self, frame):
@@ -616,10 +616,10 @@ class CudaConsumer(Consumer):
 
     def _release_gpu(self) -> None:
         self._restore_schedule()
-        for slot in self._slots:
-            if slot.imported is not None:
-                slot.imported.close()
-        self._slots = []
+        for on_gpu in self._on_gpu:
+            if on_gpu.imported is not None:
+                on_gpu.imported.close()
+        self._on_gpu = []
         if self.registry is not None:
             self.registry.close()
         self.converter = None

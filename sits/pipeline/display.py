@@ -74,8 +74,8 @@ class KmsDisplay:
             K.plane_id = out.plane_id
             K.fb_prop = card.prop_id(out.plane_id, "FB_ID")
             K.hand_back_displayed = -1
-            for slot in (K.pending, K.on_screen, K.retire):
-                slot.index, slot.fence = NONE, -1
+            for commit in (K.pending, K.on_screen, K.retire):
+                commit.index, commit.fence = NONE, -1
             self._latency_slots = ffi.new("uint32_t[]", SLOTS)
             self._submit_slots = ffi.new("uint32_t[]", SLOTS)
             K.latency.slots, K.submit.slots = self._latency_slots, self._submit_slots
@@ -170,13 +170,13 @@ class KmsDisplay:
 
     def close_fences(self) -> None:
         """Close the out-fences the C half still owns (shutdown)."""
-        for slot in (self.K.pending, self.K.on_screen, self.K.retire):
-            if slot.fence >= 0:
+        for commit in (self.K.pending, self.K.on_screen, self.K.retire):
+            if commit.fence >= 0:
                 try:
-                    os.close(slot.fence)
+                    os.close(commit.fence)
                 except OSError:
                     pass
-                slot.fence = -1
+                commit.fence = -1
 
     # ---------------------------------------------------------- commits
     def _committed(self, showing: int, fence) -> None:

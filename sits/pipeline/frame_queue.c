@@ -74,7 +74,7 @@ static void timeline_open(struct sits_queue *L, struct sits_q_frame *f)
 		f->record = i + 1;
 		return;
 	}
-	L->records_lost++;      /* cannot happen: each open record holds a buffer or a screen slot */
+	L->records_lost++;      /* cannot happen: each open record holds a buffer or a display commit */
 }
 
 static void timeline_let_go(struct sits_queue *L, uint32_t record, uint32_t hold)

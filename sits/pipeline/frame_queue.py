@@ -283,8 +283,8 @@ class FrameQueue:
         holds the buffer (until its last lease goes), not the sink."""
         L = self.c_queue
         while True:
-            slot = L.delivered
-            if slot.index == NONE:
+            delivered = L.delivered
+            if delivered.index == NONE:
                 for sink in range(L.nsinks):
                     s = L.sinks[sink]
                     if s.ops == ffi.NULL and s.ready and s.port_n:
@@ -293,8 +293,8 @@ class FrameQueue:
                 else:
                     return
                 continue
-            index, sink = slot.index, L.delivered_sink
-            slot.index = NONE
+            index, sink = delivered.index, L.delivered_sink
+            delivered.index = NONE
             frame = self.frame(index)
             lib.sits_queue_release(L, sink, index)
             yield frame, sink

@@ -23,7 +23,8 @@ MEMORY_KINDS = ("mmap", "heap", "udmabuf")
 
 
 class CaptureBuffer:
-    """One V4L2 buffer slot and the dma-buf that holds its pixels."""
+    """One V4L2 buffer (an index of the driver's queue) and the dma-buf that
+    holds its pixels."""
 
     __slots__ = ("index", "dmabuf", "format", "queued", "leased", "memfd", "__weakref__")
 

@@ -33,7 +33,7 @@ def random_frames(src, n, seed):
 def convert(cp, plan, frames, variant=None, **kw):
     from sits.cuda.convert import FrameConverter
     from sits.cuda.kernel import PRODUCT
-    conv = FrameConverter(plan, max_batch=max(len(frames), 1), slots=1, variant=variant or PRODUCT)
+    conv = FrameConverter(plan, max_batch=max(len(frames), 1), tables=1, variant=variant or PRODUCT)
     batch = conv.convert([cp.asarray(f) for f in frames], **kw)
     batch.synchronize()  # the converter's stream does not order with CuPy's default stream
     return cp.asnumpy(batch.tensor), batch, conv
@@ -80,7 +80,7 @@ def test_graph_replay_equals_eager(cp):
         cp.cuda.runtime.deviceSynchronize()
         assert cp.array_equal(eager, graph)
         assert conv.last_vec == 4  # 16-byte aligned rows: the vectorised area kernel
-    assert conv.graph_captures == len(conv._slots)  # one per slot, captured once, then replayed
+    assert conv.graph_captures == len(conv._tables)  # one per pointer table, captured once, then replayed
 
 
 def test_rows_of_one_array_and_unaligned_frames(cp):
@@ -197,7 +197,7 @@ def test_out_of_memory_is_a_clear_error(cp):
     from sits.cuda.runtime import CudaOutOfMemory
     src = SourceFormat("YUYV", 64, 32)
     plan = make_plan(src, OutputSpec(16384, 16384, dtype="float32"), resize="bilinear")
-    conv = FrameConverter(plan, max_batch=128, slots=1)
+    conv = FrameConverter(plan, max_batch=128, tables=1)
     frame = cp.asarray(random_frames(src, 1, 0)[0])
     with pytest.raises(CudaOutOfMemory, match="out of GPU memory"):
         conv.convert([frame] * 128)  # 412 GB of output
@@ -329,7 +329,7 @@ def test_area_integer_kernel_on_the_gpu(cp, fmt, size, options, short, batch):
     frames = random_frames(src, batch, seed=hash((fmt, size, batch)) % 2**32)
     frames[0][:] = 255
     from sits.cuda.convert import FrameConverter
-    conv = FrameConverter(plan, max_batch=batch, slots=1)
+    conv = FrameConverter(plan, max_batch=batch, tables=1)
     batch_out = conv.convert([cp.asarray(f) for f in frames])
     batch_out.synchronize()
     out = batch_out.tensor

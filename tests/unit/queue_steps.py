@@ -91,8 +91,8 @@ class KmsStandIn:
         self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         K = self.K = ffi.new("struct sits_kms *")
         K.dfd, K.python_commits, K.hand_back_displayed = self.r, 1, -1
-        for slot in (K.pending, K.on_screen, K.retire):
-            slot.index, slot.fence = NONE, -1
+        for commit in (K.pending, K.on_screen, K.retire):
+            commit.index, commit.fence = NONE, -1
         self._slots = [ffi.new("uint32_t[]", SLOTS) for _ in range(2)]
         K.latency.slots, K.submit.slots = self._slots
         self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self)
@@ -140,10 +140,10 @@ class KmsStandIn:
         return self.q.holds(self.sink, index)
 
     def close(self) -> None:
-        for slot in (self.K.pending, self.K.on_screen, self.K.retire):
-            if slot.fence >= 0:
-                os.close(slot.fence)
-                slot.fence = -1
+        for commit in (self.K.pending, self.K.on_screen, self.K.retire):
+            if commit.fence >= 0:
+                os.close(commit.fence)
+                commit.fence = -1
         os.close(self.r)
         os.close(self.w)
 

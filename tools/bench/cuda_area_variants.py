@@ -102,7 +102,7 @@ def run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb, variant: K.Vari
             sets_of[fmt] = [B.random_device_frames(cp, src, args.batch, seed) for seed in (1, 2)]
         sets = sets_of[fmt]
         plan = make_plan(src, OutputSpec(size, size, layout=layout, dtype=dtype, **B.IMAGENET), resize="area")
-        conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=2, variant=variant)
+        conv = C.FrameConverter(plan, max_batch=args.batch, stream=stream, tables=2, variant=variant)
         err = check(cp, conv, plan, sets[0])
         if args.once:
             conv.convert(sets[0])
@@ -117,7 +117,7 @@ def run_variant(args, cp, stream, d2d, cases, sets_of, rows, mb, variant: K.Vari
         for shape in args.shapes:
             banded = conv
             if shape != "auto":
-                banded = C.FrameConverter(plan, max_batch=args.batch, stream=stream, slots=1,
+                banded = C.FrameConverter(plan, max_batch=args.batch, stream=stream, tables=1,
                                           variant=dataclasses.replace(variant, band_rows=int(shape[1:])))
             sweep[shape] = B.time_fixed(cp, stream, [banded.fixed(sets[i], out=outs[i]) for i in range(2)])
             del banded

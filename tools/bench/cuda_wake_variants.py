@@ -48,7 +48,7 @@ from chain_bench import thread_cpu_ns  # noqa: E402
 from sits.pipeline.stats import percentiles  # noqa: E402
 
 VARIANTS = ("hostfn", "sync-blocking", "sync-spin", "query", "query-untimed")
-SLOTS = 64
+LAUNCHES = 64            # the launch ring: a start and a done event each, reused in turn
 NOT_READY = 600          # CUDA_ERROR_NOT_READY
 DRIFT_PPM = 100          # as frame_queue.c's CU_DRIFT_PPM
 
@@ -146,8 +146,8 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
     from sits.timerfd import TimerFd
     old_flags = set_schedule("spin") if variant == "sync-spin" else None
     timed = variant != "query-untimed"
-    starts = [cp.cuda.Event() for _ in range(SLOTS)]
-    dones = [cp.cuda.Event(block=variant == "sync-blocking", disable_timing=not timed) for _ in range(SLOTS)]
+    starts = [cp.cuda.Event() for _ in range(LAUNCHES)]
+    dones = [cp.cuda.Event(block=variant == "sync-blocking", disable_timing=not timed) for _ in range(LAUNCHES)]
     calls: dict = {}
     clock = time.perf_counter_ns
 
@@ -169,11 +169,11 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
     own, by_bound, check, in_flight = [], [], [], []
     marks = {}
 
-    def complete(slot, ts, launch_ns, seen_ns):
+    def complete(launch, ts, launch_ns, seen_ns):
         if not timed:
             return
         t = clock()
-        done = bound.done_ns(launch_ns, starts[slot].ptr, dones[slot].ptr)
+        done = bound.done_ns(launch_ns, starts[launch].ptr, dones[launch].ptr)
         calls["cuEventElapsedTime x2"] = calls.get("cuEventElapsedTime x2", 0) + clock() - t
         by_bound.append((done - ts) / 1e6)
         if seen_ns is not None:
@@ -205,20 +205,20 @@ def run_variant(variant: str, cp, cu, stream, graphs, fps: float, seconds: float
                 ts = first + seq * period
                 if k == skip:
                     marks["a"] = (time.process_time(), thread_cpu_ns(), k)
-                slot = k % SLOTS
+                launch = k % LAUNCHES
                 launch_ns = time.monotonic_ns()
                 if timed:
-                    call("cuEventRecord start", cu.cuEventRecord, starts[slot].ptr, stream.ptr)
+                    call("cuEventRecord start", cu.cuEventRecord, starts[launch].ptr, stream.ptr)
                 call("cuGraphLaunch", cu.cuGraphLaunch, graphs[k % len(graphs)].exec, stream.ptr)
-                call("cuEventRecord done", cu.cuEventRecord, dones[slot].ptr, stream.ptr)
+                call("cuEventRecord done", cu.cuEventRecord, dones[launch].ptr, stream.ptr)
                 if variant == "hostfn":
-                    call("cuLaunchHostFunc", cu.cuLaunchHostFunc, stream.ptr, host_fn, (slot << 32) | w)
-                    in_flight.append((slot, ts, launch_ns))
+                    call("cuLaunchHostFunc", cu.cuLaunchHostFunc, stream.ptr, host_fn, (launch << 32) | w)
+                    in_flight.append((launch, ts, launch_ns))
                 elif variant.startswith("sync"):
-                    call("cuEventSynchronize", cu.cuEventSynchronize, dones[slot].ptr)
-                    complete(slot, ts, launch_ns, time.monotonic_ns())
+                    call("cuEventSynchronize", cu.cuEventSynchronize, dones[launch].ptr)
+                    complete(launch, ts, launch_ns, time.monotonic_ns())
                 else:
-                    in_flight.append((slot, ts, launch_ns))
+                    in_flight.append((launch, ts, launch_ns))
                 k += ticks
         marks["b"] = (time.process_time(), thread_cpu_ns(), k)
         stream.synchronize()

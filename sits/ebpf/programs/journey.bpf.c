@@ -103,7 +103,7 @@ struct drm_plane___sits {
 
 #define VB2_MEMORY_DMABUF 4
 #define MAX_CRTCS 8
-#define PLANE_SLOTS 4       /* planes of a CRTC a journey follows */
+#define CRTC_PLANES 4       /* planes of a CRTC a journey follows */
 #define COMMIT_FRAMES 4     /* frames one commit can put on screen */
 #define DRM_MODE_ATOMIC_TEST_ONLY 0x0100
 
@@ -175,10 +175,10 @@ struct process_frames {
 SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 256, __u32, struct process_frames) process_frames SEC(".maps");
 
 /* per CRTC: the frames its next commit completion puts on screen, and the
- * frame on screen, per plane slot; the last vblank */
+ * frame on screen, per plane; the last vblank */
 struct crtc_frames {
-	__u64 pending[PLANE_SLOTS];
-	__u64 on_screen[PLANE_SLOTS];
+	__u64 pending[CRTC_PLANES];
+	__u64 on_screen[CRTC_PLANES];
 	__u64 vblank_ns;
 	__u64 period_ns;	/* between its last two consecutive vblanks */
 	__u32 vblank_seq;
@@ -207,7 +207,7 @@ struct commit_ctx {
 	__u32 n;
 	__u64 id[COMMIT_FRAMES];
 	__u32 crtc[COMMIT_FRAMES];
-	__u32 slot[COMMIT_FRAMES];
+	__u32 plane[COMMIT_FRAMES];
 };
 
 SITS_TASK_STORAGE(struct commit_ctx) commit_ctx SEC(".maps");
@@ -225,7 +225,7 @@ struct shown {
 struct shown_batch {
 	__u32 n;
 	__u32 pad;
-	struct shown s[PLANE_SLOTS];
+	struct shown s[CRTC_PLANES];
 };
 
 struct {
@@ -590,14 +590,14 @@ static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_
 	i = c->n & (COMMIT_FRAMES - 1);
 	c->id[i] = fid;
 	c->crtc[i] = crtc ? BPF_CORE_READ(crtc, index) : 0;
-	c->slot[i] = BPF_CORE_READ(st, plane, index) & (PLANE_SLOTS - 1);
+	c->plane[i] = BPF_CORE_READ(st, plane, index) & (CRTC_PLANES - 1);
 	c->n = i + 1;
 	/* pending from now: a blocking commit completes before it returns */
 	__u32 ci = c->crtc[i];
 	struct crtc_frames *cf = bpf_map_lookup_elem(&crtcs, &ci);
 
 	if (cf) {
-		__u32 s = c->slot[i] & (PLANE_SLOTS - 1);
+		__u32 s = c->plane[i] & (CRTC_PLANES - 1);
 
 		cf->pending[s] = fid;
 		/* a vblank came between its dequeue and this commit's start: the
@@ -649,8 +649,8 @@ static __always_inline int commit_end(long ret)
 			f->late_ns = 0;
 			f->flags &= ~SITS_FRAME_COPIED;
 		}
-		if (cf && cf->pending[c->slot[i] & (PLANE_SLOTS - 1)] == fid)
-			cf->pending[c->slot[i] & (PLANE_SLOTS - 1)] = 0;
+		if (cf && cf->pending[c->plane[i] & (CRTC_PLANES - 1)] == fid)
+			cf->pending[c->plane[i] & (CRTC_PLANES - 1)] = 0;
 	}
 	return 0;
 }
@@ -706,14 +706,14 @@ int BPF_KRETPROBE(sits_journey_setcrtc_exit_kp, long ret)
 
 /* -- on screen ----------------------------------------------------------- */
 
-/* Put `id` on slot `s` of `cf` at `ts`/`seq`, the frame before it leaving;
+/* Put `id` on plane `s` of `cf` at `ts`/`seq`, the frame before it leaving;
  * returns that frame's id. */
 static __always_inline __u64 show(struct crtc_frames *cf, __u32 s, __u64 id, __u64 ts, __u32 seq, __u32 crtc)
 {
-	__u64 prev = cf->on_screen[s & (PLANE_SLOTS - 1)];
+	__u64 prev = cf->on_screen[s & (CRTC_PLANES - 1)];
 	struct sits_frame *f = bpf_map_lookup_elem(&frames, &id), *old;
 
-	cf->on_screen[s & (PLANE_SLOTS - 1)] = id;
+	cf->on_screen[s & (CRTC_PLANES - 1)] = id;
 	if (f) {
 		f->scanout_ns = ts;
 		f->scanout_seq = seq;
@@ -745,15 +745,15 @@ int BPF_PROG(sits_journey_delivered, void *file, int crtc, unsigned int seq)
 
 	if (!cf || !b)
 		return 0;
-	for (int s = 0; s < PLANE_SLOTS; s++) {
+	for (int s = 0; s < CRTC_PLANES; s++) {
 		__u64 id = cf->pending[s], prev;
 
 		if (!id)
 			continue;
 		cf->pending[s] = 0;
 		prev = show(cf, s, id, now, seq, ci);
-		if (b->n < PLANE_SLOTS) {
-			__u32 i = b->n & (PLANE_SLOTS - 1);
+		if (b->n < CRTC_PLANES) {
+			__u32 i = b->n & (CRTC_PLANES - 1);
 
 			b->s[i].id = id;
 			b->s[i].prev = prev;
@@ -787,7 +787,7 @@ int BPF_PROG(sits_journey_vblank, int crtc, unsigned int seq, __s64 time)
 	}
 	if (!b || !b->n)
 		return 0;
-	for (int i = 0; i < PLANE_SLOTS; i++) {
+	for (int i = 0; i < CRTC_PLANES; i++) {
 		if (i >= b->n)
 			break;
 		struct shown *s = &b->s[i];
@@ -851,35 +851,36 @@ int BPF_PROG(sits_journey_export, void *q, int *fdp, unsigned int type, void *vb
 SEC("kprobe/vb2_core_expbuf")
 int BPF_KPROBE(sits_journey_expbuf_kp, void *q, void *fd, unsigned int type, void *vb, unsigned int plane)
 {
-	__u64 *slot;
+	__u64 *exporting_vb;
 
 	if (plane || !wanted(bpf_get_current_pid_tgid()))
 		return 0;
-	slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (slot)
-		*slot = (__u64)vb;
+	exporting_vb = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0,
+					    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (exporting_vb)
+		*exporting_vb = (__u64)vb;
 	return 0;
 }
 
 SEC("kretprobe/vb2_core_expbuf")
 int BPF_KRETPROBE(sits_journey_expbuf_exit_kp)
 {
-	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
+	__u64 *exporting_vb = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
 
-	if (slot)
-		*slot = 0;
+	if (exporting_vb)
+		*exporting_vb = 0;
 	return 0;
 }
 
 SEC("kprobe/dma_buf_fd")
 int BPF_KPROBE(sits_journey_dma_buf_fd_kp, void *dmabuf)
 {
-	__u64 *slot = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
+	__u64 *exporting_vb = bpf_task_storage_get(&exporting, bpf_get_current_task_btf(), 0, 0);
 
-	if (!slot || !*slot)
+	if (!exporting_vb || !*exporting_vb)
 		return 0;
-	exported((void *)*slot, dmabuf);
-	*slot = 0;
+	exported((void *)*exporting_vb, dmabuf);
+	*exporting_vb = 0;
 	return 0;
 }
 

@@ -248,31 +248,31 @@ int BPF_KPROBE(sits_drm_page_flip, void *dev, void *data, void *file)
 SEC("kprobe/drm_read")
 int BPF_KPROBE(sits_drm_read_enter, struct file *filp)
 {
-	__u64 *slot, fkey;
+	__u64 *reading, fkey;
 
 	if (!wanted(bpf_get_current_pid_tgid()))
 		return 0;
 	fkey = (__u64)BPF_CORE_READ(filp, private_data);
 	if (!bpf_map_lookup_elem(&drm_unread, &fkey))
 		return 0;  /* nothing of ours to read: keep the exit cheap */
-	slot = bpf_task_storage_get(&drm_reading, bpf_get_current_task_btf(), 0,
-				    BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (slot)
-		*slot = fkey;
+	reading = bpf_task_storage_get(&drm_reading, bpf_get_current_task_btf(), 0,
+				       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (reading)
+		*reading = fkey;
 	return 0;
 }
 
 SEC("kretprobe/drm_read")
 int BPF_KRETPROBE(sits_drm_read_exit, long ret)
 {
-	__u64 *slot = bpf_task_storage_get(&drm_reading, bpf_get_current_task_btf(), 0, 0);
+	__u64 *reading = bpf_task_storage_get(&drm_reading, bpf_get_current_task_btf(), 0, 0);
 	__u64 fkey, pid_tgid;
 	struct drm_unread *u;
 
-	if (!slot || !*slot)
+	if (!reading || !*reading)
 		return 0;
-	fkey = *slot;
-	*slot = 0;
+	fkey = *reading;
+	*reading = 0;
 	if (ret <= 0)
 		return 0;  /* EAGAIN, a signal: the event is still there */
 	u = bpf_map_lookup_elem(&drm_unread, &fkey);

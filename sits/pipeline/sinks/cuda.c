@@ -19,7 +19,7 @@
 
 /* cdef-begin */
 enum {
-	SITS_CU_SLOTS = 64,             /* launch slots: more than the buffers a run can have in flight, and one */
+	SITS_CU_LAUNCHES = 64,          /* the launch ring: more than the buffers a run can have in flight, and one */
 	SITS_CU_NOT_READY = 600,        /* CUDA_ERROR_NOT_READY (cuda.h): cuStreamQuery's "not yet" */
 	SITS_CU_STAMP_WORDS = 2,        /* u64 a buffer's stamp: {begin, end} (sits/cuda/stamp.py) */
 	SITS_CU_STAMP_MISSING = 1000001, /* the stream is idle and a launch wrote no end stamp */
@@ -39,10 +39,10 @@ struct sits_cuda {
 	/* state */
 	int32_t samples_n;
 	int32_t asks;
-	int32_t slot_index[SITS_CU_SLOTS];      /* the buffer a slot's launch converts */
-	int64_t slot_launch_ns[SITS_CU_SLOTS];  /* CLOCK_MONOTONIC before it was launched */
-	int64_t slot_from_ns[SITS_CU_SLOTS];    /* the frame's timestamp: latency counts from there */
-	int64_t launched, completed;            /* launches made / seen done: slot = n % SITS_CU_SLOTS */
+	int32_t launch_index[SITS_CU_LAUNCHES];     /* the buffer a launch converts */
+	int64_t launch_ns[SITS_CU_LAUNCHES];        /* CLOCK_MONOTONIC before it was launched */
+	int64_t launch_from_ns[SITS_CU_LAUNCHES];   /* the frame's timestamp: latency counts from there */
+	int64_t launched, completed;                /* launches made / seen done: launch n is at n % SITS_CU_LAUNCHES */
 	int64_t start_bound_ns;                 /* no later than the last completed launch's begin stamp */
 	uint64_t last_begin;                    /* that launch's begin stamp, GPU ns */
 	int64_t frames;
@@ -81,7 +81,7 @@ static int submit(struct sits_queue *L, struct sits_cuda *C, int32_t index)
 {
 	const struct sits_q_frame *f = sits_queue_frame(L, index);
 	sits_queue_timeline_cuda(L, index, 0, 0);
-	int slot = (int)(C->launched % SITS_CU_SLOTS);
+	int launch = (int)(C->launched % SITS_CU_LAUNCHES);
 	/* zeroed before the launch that writes it: a non-zero end is this one's */
 	__atomic_store_n(&stamp_of(C, index)[1], 0, __ATOMIC_RELEASE);
 	int64_t launch_ns = sits_now_ns();
@@ -90,10 +90,10 @@ static int submit(struct sits_queue *L, struct sits_cuda *C, int32_t index)
 		sits_let_go(L, &L->sinks[C->sink], index);  /* nothing reads it */
 		return cuda_fail(L, rc, index);
 	}
-	C->slot_index[slot] = index;
-	C->slot_launch_ns[slot] = launch_ns;
-	C->slot_from_ns[slot] = f->timestamp_ns > 0 && f->timestamp_ns <= f->dequeued_ns
-				? f->timestamp_ns : f->dequeued_ns;
+	C->launch_index[launch] = index;
+	C->launch_ns[launch] = launch_ns;
+	C->launch_from_ns[launch] = f->timestamp_ns > 0 && f->timestamp_ns <= f->dequeued_ns
+				   ? f->timestamp_ns : f->dequeued_ns;
 	C->launched++;
 	return 0;
 }
@@ -107,9 +107,9 @@ static int submit(struct sits_queue *L, struct sits_cuda *C, int32_t index)
  * is kept, less CU_DRIFT_PPM of the gap. So each done time is a lower
  * bound, short by at most the smallest delay seen between a launch's clock
  * and its first node on the GPU (an idle stream's submission: microseconds). */
-static int64_t cuda_done_ns(struct sits_cuda *C, int slot, uint64_t begin, uint64_t end)
+static int64_t cuda_done_ns(struct sits_cuda *C, int launch, uint64_t begin, uint64_t end)
 {
-	int64_t start = C->slot_launch_ns[slot];
+	int64_t start = C->launch_ns[launch];
 	if (C->completed > 0 && begin > C->last_begin) {  /* the launch before is this attachment's */
 		int64_t gap = (int64_t)(begin - C->last_begin);
 		int64_t chained = C->start_bound_ns + gap - gap / 1000000 * CU_DRIFT_PPM;
@@ -140,23 +140,23 @@ int sits_cuda_done(struct sits_queue *L, struct sits_cuda *C)
 	struct sits_sink *s = &L->sinks[C->sink];
 	int64_t seen_ns = 0;
 	while (C->completed < C->launched) {
-		int slot = (int)(C->completed % SITS_CU_SLOTS);
-		int32_t index = C->slot_index[slot];
+		int launch = (int)(C->completed % SITS_CU_LAUNCHES);
+		int32_t index = C->launch_index[launch];
 		uint64_t *stamp = stamp_of(C, index);
 		uint64_t end = __atomic_load_n(&stamp[1], __ATOMIC_ACQUIRE);
 		if (!end) {
-			if (sits_now_ns() - C->slot_launch_ns[slot] > CU_STAMP_LATE_NS)
+			if (sits_now_ns() - C->launch_ns[launch] > CU_STAMP_LATE_NS)
 				return stamp_late(L, C, index);
 			break;
 		}
-		int64_t done_ns = cuda_done_ns(C, slot, __atomic_load_n(&stamp[0], __ATOMIC_RELAXED), end);
+		int64_t done_ns = cuda_done_ns(C, launch, __atomic_load_n(&stamp[0], __ATOMIC_RELAXED), end);
 		C->completed++;
 		sits_queue_timeline_cuda(L, index, 1, done_ns);
 		C->frames++;
 		if (!seen_ns)
 			seen_ns = sits_now_ns();
 		if (C->samples_n < C->samples_cap) {
-			C->latency_ms[C->samples_n] = (float)((done_ns - C->slot_from_ns[slot]) / 1e6);
+			C->latency_ms[C->samples_n] = (float)((done_ns - C->launch_from_ns[launch]) / 1e6);
 			C->release_ms[C->samples_n++] = (float)((seen_ns - done_ns) / 1e6);
 		}
 		int r = sits_let_go(L, s, index);
@@ -211,7 +211,7 @@ static int cuda_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
 	struct sits_cuda *C = s->state;
 	(void)L;
 	for (int64_t n = C->completed; n < C->launched; n++)
-		if (C->slot_index[n % SITS_CU_SLOTS] == index)
+		if (C->launch_index[n % SITS_CU_LAUNCHES] == index)
 			return 1;
 	return 0;
 }

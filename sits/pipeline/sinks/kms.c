@@ -33,7 +33,9 @@ enum {
 	SITS_KMS_ASK_FENCE = 2,         /* a flip came before its out-fence said signalled: watch on_screen.fence */
 };
 
-struct sits_kms_slot {
+/* One commit: pending until its flip event, on_screen until the next flip,
+ * retire while the out-fence of the commit that replaced it has not signalled. */
+struct sits_kms_commit {
 	int32_t index;          /* capture buffer, or SITS_Q_NONE / SITS_KMS_OWN / SITS_KMS_COPY */
 	uint32_t sequence, tag, record;
 	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
@@ -53,7 +55,7 @@ struct sits_kms {
 	int64_t hand_back_displayed;    /* the commit made when displayed == this is Python's (-1: none) */
 	int64_t hand_back_captured;     /* ... and any commit once captured >= this (0: none) */
 	/* state */
-	struct sits_kms_slot pending, on_screen, retire;
+	struct sits_kms_commit pending, on_screen, retire;
 	uint32_t tag;
 	int32_t asks;               /* SITS_KMS_ASK_ of the last SITS_Q_SINK */
 	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
@@ -96,22 +98,22 @@ int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
 static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t showing, int32_t fence,
 		  int64_t started_ns)
 {
-	struct sits_kms_slot slot;
-	memset(&slot, 0, sizeof slot);
-	slot.index = showing;
+	struct sits_kms_commit commit;
+	memset(&commit, 0, sizeof commit);
+	commit.index = showing;
 	D->tag++;
 	if (showing != SITS_KMS_OWN) {
 		const struct sits_q_frame *f = sits_queue_frame(L, index);
 		sits_q_hist_add(&D->submit, started_ns - f->dequeued_ns);
-		slot.sequence = f->sequence;
-		slot.record = f->record;
+		commit.sequence = f->sequence;
+		commit.record = f->record;
 		/* a driver timestamp after our dequeue cannot be believed (vivid's
 		 * schedule-based clock in a slow VM): count it, use the dequeue time */
 		if (f->timestamp_ns <= 0 || f->timestamp_ns > f->dequeued_ns) {
 			D->anomalies++;
-			slot.shown_from_ns = f->dequeued_ns;
+			commit.shown_from_ns = f->dequeued_ns;
 		} else {
-			slot.shown_from_ns = f->timestamp_ns;
+			commit.shown_from_ns = f->timestamp_ns;
 		}
 		if (f->record) {
 			/* late: a vblank came between its dequeue and this commit's
@@ -125,9 +127,9 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, showing == SITS_KMS_COPY);
 		}
 	}
-	slot.fence = fence;
-	slot.tag = D->tag;
-	D->pending = slot;
+	commit.fence = fence;
+	commit.tag = D->tag;
+	D->pending = commit;
 }
 
 void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns)
@@ -198,7 +200,7 @@ int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D)
  * has signalled. The kernel signals it before it sends the flip event, so
  * one poll() that does not wait settles it (a sync_file is readable once
  * its fence has signalled). */
-static int retire(struct sits_queue *L, struct sits_kms *D, struct sits_kms_slot previous)
+static int retire(struct sits_queue *L, struct sits_kms *D, struct sits_kms_commit previous)
 {
 	int32_t fence = D->on_screen.fence;
 	if (fence >= 0) {
@@ -257,7 +259,7 @@ int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D)
 			}
 			sits_q_hist_add(&D->latency, flip_ns - D->pending.shown_from_ns);
 		}
-		struct sits_kms_slot previous = D->on_screen;
+		struct sits_kms_commit previous = D->on_screen;
 		D->on_screen = D->pending;
 		D->pending.index = SITS_Q_NONE;
 		D->pending.fence = -1;
