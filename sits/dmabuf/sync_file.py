@@ -71,13 +71,6 @@ class SyncFile(FdOwner):
     def info(self) -> list[FenceInfo]:
         return file_info(self.fileno())[1]
 
-    def signal_time_ns(self) -> int | None:
-        """CLOCK_MONOTONIC time the (last) fence signalled, if it has."""
-        fences = self.info()
-        if not fences or any(f.status != 1 for f in fences):
-            return None
-        return max(f.timestamp_ns for f in fences)
-
     def merge(self, other: "SyncFile", name: str = "sits-merge") -> "SyncFile":
         return SyncFile(merge(self.fileno(), other.fileno(), name))
 

@@ -156,23 +156,6 @@ def get_encoder(fd: int, encoder_id: int) -> Encoder:
 
 
 @dataclass
-class Crtc:
-    id: int
-    fb_id: int
-    x: int
-    y: int
-    mode: Mode | None
-
-
-def get_crtc(fd: int, crtc_id: int) -> Crtc:
-    c = _call(lib.drmModeGetCrtc(fd, crtc_id), "drmModeGetCrtc")
-    try:
-        return Crtc(c.crtc_id, c.buffer_id, c.x, c.y, _mode(c.mode) if c.mode_valid else None)
-    finally:
-        lib.drmModeFreeCrtc(c)
-
-
-@dataclass
 class Plane:
     id: int
     crtc_id: int
@@ -205,10 +188,6 @@ class Property:
     flags: int
     value: int
     enums: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def is_blob(self) -> bool:
-        return bool(self.flags & lib.DRM_MODE_PROP_BLOB)
 
     @property
     def enum_name(self) -> str | None:
@@ -250,23 +229,6 @@ def blob_formats(data: bytes) -> list[str]:
     """Fourccs listed in a WRITEBACK_PIXEL_FORMATS blob (an array of u32)."""
     n = len(data) // 4
     return [fourcc_str(int.from_bytes(data[4 * i:4 * i + 4], "little")) for i in range(n)]
-
-
-def in_formats(data: bytes) -> dict[str, list[int]]:
-    """Decode an IN_FORMATS blob (struct drm_format_modifier_blob): fourcc ->
-    modifiers the plane accepts for it."""
-    buf = ffi.from_buffer(data)
-    hdr = ffi.cast("struct drm_format_modifier_blob *", buf)
-    formats = ffi.cast("uint32_t *", buf + hdr.formats_offset)
-    mods = ffi.cast("struct drm_format_modifier *", buf + hdr.modifiers_offset)
-    out = {fourcc_str(formats[i]): [] for i in range(hdr.count_formats)}
-    codes = [fourcc_str(formats[i]) for i in range(hdr.count_formats)]
-    for j in range(hdr.count_modifiers):
-        m = mods[j]
-        for bit in range(64):
-            if m.formats & (1 << bit) and m.offset + bit < len(codes):
-                out[codes[m.offset + bit]].append(m.modifier)
-    return out
 
 
 @dataclass

@@ -457,9 +457,6 @@ class ProbeSession:
                             "run_time_ns": info.get("run_time_ns", 0)})
         return out
 
-    def attached_points(self) -> list[ProbePoint]:
-        return [p for p in POINTS if p.group in self.groups and self.point_reason(p) is None]
-
     def point_reason(self, p: ProbePoint) -> str | None:
         """None when `p` is live in this session, else why not."""
         if p.group not in self.groups:

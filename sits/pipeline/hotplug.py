@@ -71,5 +71,3 @@ class HotplugMonitor:
         self._sock.close()
 
 
-def device_present(path: str) -> bool:
-    return os.path.exists(path)

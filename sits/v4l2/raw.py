@@ -125,23 +125,6 @@ def enum_frame_sizes(fd: int, pixelformat: int) -> FrameSizes:
     return sizes
 
 
-def enum_frame_intervals(fd: int, pixelformat: int, width: int, height: int) -> list[tuple[int, int]]:
-    """Discrete frame intervals as (numerator, denominator) seconds; for a
-    stepwise range, its min and max."""
-    out = []
-
-    def fill(s):
-        s.pixel_format, s.width, s.height = pixelformat, width, height
-    for s in _enumerate(fd, lib.SITS_VIDIOC_ENUM_FRAMEINTERVALS, "struct v4l2_frmivalenum *", fill):
-        if s.type == lib.V4L2_FRMIVAL_TYPE_DISCRETE:
-            out.append((s.discrete.numerator, s.discrete.denominator))
-        else:
-            out += [(s.stepwise.min.numerator, s.stepwise.min.denominator),
-                    (s.stepwise.max.numerator, s.stepwise.max.denominator)]
-            break
-    return out
-
-
 # ------------------------------------------------------------------ formats
 @dataclass
 class Format:
@@ -219,15 +202,6 @@ def expbuf(fd: int, index: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE)
     return e.fd
 
 
-def qbuf(fd: int, index: int, memory: int, *, dmabuf_fd: int = -1, length: int = 0,
-         buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
-    b = ffi.new("struct v4l2_buffer *", {"index": index, "type": buf_type, "memory": memory})
-    if memory == lib.V4L2_MEMORY_DMABUF:
-        b.m.fd = dmabuf_fd
-        b.length = length
-    ioctl(fd, lib.SITS_VIDIOC_QBUF, b)
-
-
 @dataclass
 class Dequeued:
     index: int
@@ -243,20 +217,6 @@ class Dequeued:
     @property
     def monotonic(self) -> bool:
         return (self.flags & lib.V4L2_BUF_FLAG_TIMESTAMP_MASK) == lib.V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC
-
-
-def dqbuf(fd: int, memory: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> Dequeued | None:
-    """The next filled buffer, or None if none is ready (EAGAIN on a
-    non-blocking fd)."""
-    b = ffi.new("struct v4l2_buffer *", {"type": buf_type, "memory": memory})
-    try:
-        ioctl(fd, lib.SITS_VIDIOC_DQBUF, b)
-    except IoctlError as exc:
-        if exc.errno == errno.EAGAIN:
-            return None
-        raise
-    ts = b.timestamp.tv_sec * 1_000_000_000 + b.timestamp.tv_usec * 1000
-    return Dequeued(b.index, b.sequence, ts, b.bytesused, b.flags)
 
 
 def streamon(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
@@ -293,12 +253,6 @@ def controls(fd: int) -> list[Control]:
             out.append(Control(q.id, string(q.name), q.type, q.minimum, q.maximum,
                                q.default_value, q.flags))
         next_id = q.id | lib.V4L2_CTRL_FLAG_NEXT_CTRL
-
-
-def g_ctrl(fd: int, ctrl_id: int) -> int:
-    c = ffi.new("struct v4l2_control *", {"id": ctrl_id})
-    ioctl(fd, lib.SITS_VIDIOC_G_CTRL, c)
-    return c.value
 
 
 def s_ctrl(fd: int, ctrl_id: int, value: int) -> None:
