@@ -41,7 +41,7 @@ def _app(only: str | None = None):
 
 
 def __getattr__(name):
-    if name == "app":  # sits.cli.app.app, as before
+    if name == "app":  # sits.cli.app.app: the whole typer app, built when asked for
         return _app()
     raise AttributeError(name)
 

@@ -140,6 +140,6 @@ def typer_app():
 
 
 def __getattr__(name):
-    if name == "app":  # sits.cli.probe.app, as before
+    if name == "app":  # sits.cli.probe.app: its typer app, built when asked for
         return typer_app()
     raise AttributeError(name)
