@@ -92,13 +92,30 @@ def _ioctl_table() -> str:
     return f"const char *const sits_ioctl_names[] = {{{names}NULL}};\n"
 
 
+#: the product's headers the binding declares from, after csrc's own: the
+#: rules shared with the BPF programs (sits/include) and the frame queue's
+#: interface, then what only the binding needs of them
+PRODUCT_HEADERS = """\
+#include "sits_vblank.h"
+#include "sits_hist.h"
+#include "frame_queue.h"
+
+/* sits_hist_slot() over an array, for Python's histograms of many values */
+static inline void sits_hist_slots(const __u64 *v, __u32 *slot, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		slot[i] = sits_hist_slot(v[i]);
+}
+"""
+
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
     f"static const unsigned long {name};\n" for name in ioctl_names())
     + "extern const char *const sits_ioctl_names[];\n" + queue_cdef())
 ffibuilder.set_source(
     "sits._kernel_ffi",
-    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + _halves_preamble() + _ioctl_table(),
+    f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + PRODUCT_HEADERS + _halves_preamble()
+    + _ioctl_table(),
     **source_options(),
 )
 

@@ -2,7 +2,9 @@
  *
  * Everything here comes from the system's kernel UAPI headers and libdrm, so
  * struct layouts and ioctl numbers are whatever the compiler says they are on
- * this architecture (x86_64, aarch64). Nothing is hand-encoded.
+ * this architecture (x86_64, aarch64). Nothing is hand-encoded. Only
+ * system headers and csrc's own: the binding's builder (build_kernel.py)
+ * puts the product's headers after this one.
  */
 #ifndef SITS_KERNEL_H
 #define SITS_KERNEL_H
@@ -64,8 +66,6 @@ typedef __typeof__(((struct v4l2_format *)0)->fmt) sits_v4l2_format_fmt;
 typedef __typeof__(((struct v4l2_streamparm *)0)->parm) sits_v4l2_streamparm_parm;
 
 #include "sits_ioctls.h"
-#include "sits_vblank.h"     /* sits/include: the late rule, the BPF programs' too */
-#include "sits_hist.h"       /* sits/include: the histogram's slots, the BPF programs' too */
 
 /* V4L2's colorimetry defaults (videodev2.h's macros): the encoding and
  * range a driver means when its format says "default" */
@@ -84,13 +84,5 @@ static inline __u32 sits_v4l2_pix_ycbcr_enc(const struct v4l2_pix_format *p)
 {
 	return p->ycbcr_enc;
 }
-
-/* sits_hist_slot() over an array, for Python's histograms of many values */
-static inline void sits_hist_slots(const __u64 *v, __u32 *slot, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		slot[i] = sits_hist_slot(v[i]);
-}
-#include "frame_queue.h"     /* sits/pipeline: the frame queue's interface */
 
 #endif

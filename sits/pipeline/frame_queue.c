@@ -21,8 +21,9 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 
-#include "sits_kernel.h"
+#include "sits_kernel.h"     /* the system's UAPI headers, as the binding sees them */
 #include "sits_hist.h"
+#include "frame_queue.h"
 
 int64_t sits_now_ns(void)
 {

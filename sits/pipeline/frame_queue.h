@@ -20,6 +20,7 @@
 #define SITS_FRAME_QUEUE_H
 
 #include <stdint.h>
+#include <linux/types.h>
 #include "sits_frame.h"     /* sits/include: a frame's record, the kernel journey's too */
 
 /* cdef-begin */

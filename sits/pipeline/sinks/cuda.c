@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "sits_kernel.h"
+#include "frame_queue.h"
 
 /* cdef-begin */
 enum {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sits_kernel.h"
+#include "frame_queue.h"
 
 /* cdef-begin */
 struct sits_hold {

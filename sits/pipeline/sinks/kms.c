@@ -20,6 +20,8 @@
 #include <poll.h>
 
 #include "sits_kernel.h"
+#include "sits_vblank.h"
+#include "frame_queue.h"
 
 /* cdef-begin */
 enum {

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 
 #include "sits_kernel.h"
+#include "frame_queue.h"
 
 /* cdef-begin */
 struct sits_v4l2_source {
