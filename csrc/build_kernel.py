@@ -21,6 +21,7 @@ ROOT = os.path.dirname(HERE)
 PIPELINE = os.path.join(ROOT, "sits", "pipeline")
 QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
 QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
+TIMELINE_C = os.path.join(PIPELINE, "queue_timeline.c")
 #: the sinks' and the sources' C halves: each declares its own part of the
 #: interface between cdef markers, read from the file itself
 HALVES = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c"))) + \
@@ -66,7 +67,7 @@ def _headers_digest():
     module."""
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C] + HALVES:
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C, TIMELINE_C] + HALVES:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -78,7 +79,7 @@ def source_options():
     libdrm.pc (PKG_CONFIG_LIBDIR)."""
     return dict(
         # relative to the project root, as setuptools wants (compile() below runs there too)
-        sources=[os.path.relpath(p, ROOT) for p in [QUEUE_C] + HALVES],
+        sources=[os.path.relpath(p, ROOT) for p in [QUEUE_C, TIMELINE_C] + HALVES],
         include_dirs=[HERE, PIPELINE, INCLUDE] + [a[2:] for a in _pkg_config("--cflags-only-I")],
         libraries=["drm"],
         extra_compile_args=["-O2", "-Werror=incompatible-pointer-types"],

@@ -206,6 +206,10 @@ void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done,
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied);
 void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, int64_t ns, uint32_t seq);
 
+/* the timeline's calls (queue_timeline.c) */
+void sits_timeline_open(struct sits_queue *L, struct sits_q_frame *f);
+void sits_timeline_requeued(struct sits_queue *L, int32_t index);
+
 /* the sources' C halves' calls */
 void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence);
 int sits_give_back(struct sits_queue *L, int32_t index);

@@ -2,8 +2,8 @@
 sits itself saw of each frame, in sits/journey/record.py's schema -- the
 ground truth that the kernel's journey (`sits probe frames`) is held against.
 
-The frame queue's C times each stage as it happens (frame_queue.c, its
-timeline_* functions) and hands a frame's record over once nothing can add
+The frame queue's C times each stage as it happens
+(sits/pipeline/queue_timeline.c) and hands a frame's record over once nothing can add
 a stage to it. They come out of capture order (a dropped frame is done
 before the one on screen), so they wait here until every earlier frame's
 record has come, and are written in capture order.
