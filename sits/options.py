@@ -33,6 +33,10 @@ class Option:
     def flag(self) -> str:
         return self.flags[0]
 
+    def within(self, v) -> bool:
+        """`v` keeps this option's bounds."""
+        return not ((self.min is not None and v < self.min) or (self.max is not None and v > self.max))
+
     def value(self, v, name: str | None = None):
         """`v` as this option's value, checked; UsageError names it as
         `name` (default: its flag; a library caller's keyword)."""
@@ -44,7 +48,7 @@ class Option:
         if self.choices is not None and v not in self.choices:
             one_of = ", ".join(self.choices[:-1]) + " or " + self.choices[-1]
             raise UsageError(f"{name} must be {one_of}, not {v!r}")
-        if (self.min is not None and v < self.min) or (self.max is not None and v > self.max):
+        if not self.within(v):
             bounds = f"at least {self.min}" if self.max is None else f"{self.min} to {self.max}"
             raise UsageError(f"{name} must be {bounds}, not {v}")
         return v

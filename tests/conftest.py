@@ -16,7 +16,9 @@ pytest_plugins = ["tests.vm_plugin"]
 
 # every frame queue in the tests (and in the commands they run) ends each
 # step with its buffer conservation check (sits/pipeline/frame_queue.py)
-os.environ.setdefault("SITS_QUEUE_CHECK", "1")
+from sits.pipeline.frame_queue import CHECK_ENV  # noqa: E402
+
+os.environ.setdefault(CHECK_ENV, "1")
 
 
 @functools.cache

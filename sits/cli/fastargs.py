@@ -59,12 +59,7 @@ def typer_command(run, options, *, name: str, doc: str, rest: str | None = None)
 def in_bounds(options, kw: dict) -> bool:
     """Whether the parsed keywords `kw` keep `options`' bounds (else typer
     parses the command line, with its usage message)."""
-    for o in options:
-        v = kw.get(o.dest)
-        if v is not None and o.kind in (INT, FLOAT) and (
-                (o.min is not None and v < o.min) or (o.max is not None and v > o.max)):
-            return False
-    return True
+    return all(o.within(kw[o.dest]) for o in options if o.kind in (INT, FLOAT) and kw.get(o.dest) is not None)
 
 
 def parse(table: dict, argv: list[str], *, command: bool = False) -> dict | None:

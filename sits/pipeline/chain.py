@@ -95,8 +95,7 @@ def open_chain(device: str | None = None, *, cuda=None, on_batch=None, on_frame=
     (sits/journey/record.py; CSV for FILE.csv, else NDJSON). `matrix` and
     `range` override the colorimetry the camera's format says. Nothing
     streams until the `with` block is entered."""
-    from sits.pipeline.capture import build
-    from sits.pipeline.capture import options as capture_options
+    from sits.pipeline.capture import build, options as capture_options
     from sits.pipeline.consumer import CallbackConsumer
     opts = capture_options("open_chain", device=device, **options)
     consumers, chain_ref = [], []

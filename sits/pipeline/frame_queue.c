@@ -2,7 +2,7 @@
  * its source, through the sinks that hold it.
  *
  * A buffer goes back to the driver only when no sink holds it any more:
- * sits_let_go() clears a sink's bit and give_back() queues the buffer when
+ * sits_let_go() clears a sink's bit and sits_give_back() queues the buffer when
  * the last bit has gone, the one place that queues a buffer. A new frame is
  * offered to every sink that takes frames, through its port: the sink holds
  * it from then on, while it waits and while the sink works on it.
@@ -89,7 +89,7 @@ static void count_sequence(struct sits_queue *L, uint32_t sequence)
  * does. A refusal (vivid injects refused QBUFs) must not lose the buffer:
  * counted, given again before the next take; a vanished device is Python's
  * to handle. */
-static int give_back(struct sits_queue *L, int32_t index)
+int sits_give_back(struct sits_queue *L, int32_t index)
 {
 	if (index < 0 || L->queued[index] || L->holds[index] || L->vfd < 0)
 		return 0;
@@ -106,11 +106,6 @@ static int give_back(struct sits_queue *L, int32_t index)
 	return 0;
 }
 
-int sits_give_back(struct sits_queue *L, int32_t index)
-{
-	return give_back(L, index);
-}
-
 /* The source took buffer `index` out, a frame of `sequence` (or one it
  * drops: the sequence numbers still count). */
 void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence)
@@ -125,7 +120,7 @@ int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index)
 	if (index < 0 || index >= SITS_Q_MAX_BUFS)
 		return 0;
 	L->holds[index] &= ~(1u << s->id);
-	return give_back(L, index);
+	return sits_give_back(L, index);
 }
 
 int sits_drop(struct sits_queue *L, struct sits_sink *s, int32_t index)
@@ -170,7 +165,7 @@ int sits_queue_requeue_idle(struct sits_queue *L)
 	L->streaming = 1;
 	for (uint32_t i = 0; i < L->nbufs; i++) {
 		L->unqueued[i] = 0;
-		int r = give_back(L, i);
+		int r = sits_give_back(L, i);
 		if (r)
 			return r;
 	}
@@ -333,7 +328,7 @@ static int give_again(struct sits_queue *L)
 		if (!L->unqueued[i])
 			continue;
 		L->unqueued[i] = 0;
-		int r = give_back(L, i);
+		int r = sits_give_back(L, i);
 		if (r)
 			return r;
 	}
@@ -383,7 +378,7 @@ int sits_queue_capture(struct sits_queue *L)
 			ret = r;
 	}
 	if (!L->holds[f.index]) {   /* no sink took it */
-		int r = give_back(L, f.index);
+		int r = sits_give_back(L, f.index);
 		if (r)
 			return r;
 	}

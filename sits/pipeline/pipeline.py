@@ -261,7 +261,7 @@ class Pipeline:
         """The source fd in the loop, or out of it while a consumer blocks."""
         if on == self._source_watched or self.source is None:
             return
-        fd = self.queue.source_fd if self.queue is not None else self.source.fileno()
+        fd = self.queue.source_fd
         if on:
             self._handlers[fd] = self._on_source
             self._poller.register(fd, select.EPOLLIN | select.EPOLLPRI)
@@ -299,7 +299,7 @@ class Pipeline:
                 self._stop_capture()
             if not capturing and (not self._busy() or now >= stop_deadline + self._writeback_grace()):
                 break
-            if self.queue is not None and self.queue.failed is not None:
+            if self.queue.failed is not None:
                 failed, self.queue.failed = self.queue.failed, None
                 self._on_queue_error(failed)
             self._watch_source(capturing and self.source is not None and not self.queue.blocked())
@@ -313,7 +313,7 @@ class Pipeline:
                 events = self._poller.poll(0) if code == lib.SITS_Q_WAKE else []
             else:   # no source (a camera lost): Python's epoll alone
                 self._watch_display()
-                due = self.queue.next_deadline() if self.queue is not None else None   # C halves' deadlines
+                due = self.queue.next_deadline()   # C halves' deadlines
                 events = self._poller.poll(timeout if due is None else min(timeout, due))
             self._stale.clear()
             for fd, _ in events:
@@ -322,7 +322,7 @@ class Pipeline:
                 handler = self._handlers.get(fd)
                 if handler is not None:
                     handler()
-            if self.queue is not None and self.source is None:
+            if self.source is None:
                 self._step(self.queue.deadlines)
             self._tick()
             if self.reconnect is not None:
@@ -449,10 +449,10 @@ class Pipeline:
 
     # ------------------------------------------------------------ counters
     def _captured(self) -> int:
-        return self.queue.captured if self.queue is not None else self.summary.frames_captured
+        return self.queue.captured
 
     def _last_seen(self) -> float:
-        if self.queue is not None and self.queue.last_frame_ns:
+        if self.queue.last_frame_ns:
             return max(self._last_frame, self.queue.last_frame_ns / 1e9)
         return self._last_frame
 
@@ -465,10 +465,8 @@ class Pipeline:
         if src is not None:
             st.add(src.stats)
         q = self.queue
-        c = q.source_counts() if q is not None else dict.fromkeys(("buffer_errors", "requeue_errors",
-                                                                   "sequence_gaps"), 0)
-        if q is not None:
-            s.frames_captured = q.captured
+        c = q.source_counts()
+        s.frames_captured = q.captured
         if self.display is not None and self.display.K is not None:
             d = self.display.counts()
             s.frames_displayed, s.frames_dropped = d["displayed"], d["dropped"]
@@ -476,7 +474,7 @@ class Pipeline:
             s.c_loop_commits = self.display.c_commits()
             s.latency_ms = self.display.latency_ms()
             s.dequeue_to_commit_ms = self.display.submit_ms()
-        s.wakeups = {"c_loop": q.wakeups if q is not None else 0, "python": self._python_passes}
+        s.wakeups = {"c_loop": q.wakeups, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
