@@ -57,10 +57,11 @@ int sits_queue_held(struct sits_queue *L, int32_t index)
 	return index >= 0 && index < SITS_Q_MAX_BUFS && L->holds[index] != 0;
 }
 
-int sits_queue_with_driver(struct sits_queue *L)
+int sits_queue_with_driver(struct sits_queue *L, int32_t source)
 {
+	struct sits_q_source *src = &L->sources[source];
 	int n = 0;
-	for (uint32_t i = 0; i < L->nbufs; i++)
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++)
 		n += L->queued[i];
 	return n;
 }
@@ -76,13 +77,13 @@ const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index)
 }
 
 /* Sequence numbers the source skipped between two frames (no buffer was
- * queued when it had one to fill): V4L2's rule, for both kinds of source. */
-static void count_sequence(struct sits_queue *L, uint32_t sequence)
+ * queued when it had one to fill): V4L2's rule, for every kind of source. */
+static void count_sequence(struct sits_q_source *src, uint32_t sequence)
 {
-	if (L->sequence_seen && sequence > L->last_sequence + 1)
-		L->sequence_gaps += sequence - L->last_sequence - 1;
-	L->last_sequence = sequence;
-	L->sequence_seen = 1;
+	if (src->sequence_seen && sequence > src->last_sequence + 1)
+		src->sequence_gaps += sequence - src->last_sequence - 1;
+	src->last_sequence = sequence;
+	src->sequence_seen = 1;
 }
 
 /* Give `index` back to its source if nothing holds it: the one place that
@@ -91,13 +92,16 @@ static void count_sequence(struct sits_queue *L, uint32_t sequence)
  * to handle. */
 int sits_give_back(struct sits_queue *L, int32_t index)
 {
-	if (index < 0 || L->queued[index] || L->holds[index] || L->vfd < 0)
+	if (index < 0 || L->queued[index] || L->holds[index])
 		return 0;
-	int r = L->source->give(L, index);
+	struct sits_q_source *src = &L->sources[L->buffer_source[index]];
+	if (src->fd < 0)
+		return 0;
+	int r = src->ops->give(L, src, index);
 	if (r < 0)
 		return -r;
 	if (r == SITS_GIVE_RETRY) {
-		L->requeue_errors++;
+		src->requeue_errors++;
 		L->unqueued[index] = 1;
 		return 0;
 	}
@@ -108,11 +112,11 @@ int sits_give_back(struct sits_queue *L, int32_t index)
 
 /* The source took buffer `index` out, a frame of `sequence` (or one it
  * drops: the sequence numbers still count). */
-void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence)
+void sits_source_took(struct sits_queue *L, struct sits_q_source *src, int32_t index, uint32_t sequence)
 {
 	L->queued[index] = 0;
-	L->dequeued++;
-	count_sequence(L, sequence);
+	src->dequeued++;
+	count_sequence(src, sequence);
 }
 
 int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index)
@@ -160,10 +164,12 @@ int sits_queue_hold(struct sits_queue *L, int32_t sink, int32_t index)
 	return 0;
 }
 
-int sits_queue_requeue_idle(struct sits_queue *L)
+int sits_queue_requeue_idle(struct sits_queue *L, int32_t source)
 {
-	L->streaming = 1;
-	for (uint32_t i = 0; i < L->nbufs; i++) {
+	struct sits_q_source *src = &L->sources[source];
+	src->streaming = 1;
+	src->sequence_seen = 0;
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++) {
 		L->unqueued[i] = 0;
 		int r = sits_give_back(L, i);
 		if (r)
@@ -173,11 +179,12 @@ int sits_queue_requeue_idle(struct sits_queue *L)
 }
 
 /* STREAMOFF took every queued buffer back from the source. */
-void sits_queue_forget_queued(struct sits_queue *L)
+void sits_queue_forget_queued(struct sits_queue *L, int32_t source)
 {
-	L->streaming = 0;
-	memset(L->queued, 0, sizeof L->queued);
-	memset(L->unqueued, 0, sizeof L->unqueued);
+	struct sits_q_source *src = &L->sources[source];
+	src->streaming = 0;
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++)
+		L->queued[i] = L->unqueued[i] = 0;
 }
 
 static int check_failed(struct sits_queue *L, int what, int32_t index)
@@ -199,7 +206,8 @@ int sits_queue_check(struct sits_queue *L)
 			return check_failed(L, SITS_CHECK_DRIVER_AND_HELD, i);
 		if (L->queued[i] && L->unqueued[i])
 			return check_failed(L, SITS_CHECK_DRIVER_AND_RETRY, i);
-		if (L->streaming && L->vfd >= 0 && !L->queued[i] && !L->holds[i] && !L->unqueued[i])
+		const struct sits_q_source *src = &L->sources[L->buffer_source[i]];
+		if (src->streaming && src->fd >= 0 && !L->queued[i] && !L->holds[i] && !L->unqueued[i])
 			return check_failed(L, SITS_CHECK_NOWHERE, i);
 	}
 	for (int32_t k = 0; k < L->nsinks; k++) {
@@ -239,6 +247,28 @@ int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, v
 	s->ready = 1;
 	s->fd = -1;
 	return s->id;
+}
+
+/* A source of `nbufs` buffers, numbered after those of the sources before
+ * it; its ops, state and fd are set by its Python half. Its id, or -1. */
+int sits_queue_add_source(struct sits_queue *L, int32_t nbufs, int32_t counted)
+{
+	if (L->nsources >= SITS_Q_MAX_SOURCES || nbufs < 1 || L->nbufs + (uint32_t)nbufs > SITS_Q_MAX_BUFS)
+		return -1;
+	struct sits_q_source *src = &L->sources[L->nsources];
+	memset(src, 0, sizeof *src);
+	src->id = L->nsources++;
+	src->fd = -1;
+	src->first = (int32_t)L->nbufs;
+	src->nbufs = nbufs;
+	src->counted = counted;
+	for (int32_t i = src->first; i < src->first + nbufs; i++) {
+		L->buffer_source[i] = (int8_t)src->id;
+		L->queued[i] = L->unqueued[i] = 0;
+		L->holds[i] = 0;
+	}
+	L->nbufs += (uint32_t)nbufs;
+	return src->id;
 }
 
 /* -------------------------------------------------------------- ports */
@@ -308,23 +338,29 @@ int sits_queue_pump(struct sits_queue *L, int32_t sink)
 	return s->ops ? s->ops->pump(L, s) : python_pump(L, s);
 }
 
-/* A blocking sink's port is full: the source is not dequeued. */
-int sits_queue_blocked(struct sits_queue *L)
+/* A blocking sink of `source`'s frames has a full port: the source is not dequeued. */
+static int source_blocked(struct sits_queue *L, int32_t source)
 {
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
-		if (s->offered && s->policy == SITS_POLICY_BLOCK && s->port_n >= s->depth)
+		if (s->offered && s->source == source && s->policy == SITS_POLICY_BLOCK && s->port_n >= s->depth)
 			return 1;
 	}
 	return 0;
 }
 
+/* The first source's (the camera's): Python takes its fd out of the loop. */
+int sits_queue_blocked(struct sits_queue *L)
+{
+	return source_blocked(L, 0);
+}
+
 /* ------------------------------------------------------------ sources */
 
 /* Buffers the source refused are given again before it is asked for a frame. */
-static int give_again(struct sits_queue *L)
+static int give_again(struct sits_queue *L, struct sits_q_source *src)
 {
-	for (uint32_t i = 0; i < L->nbufs; i++) {
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++) {
 		if (!L->unqueued[i])
 			continue;
 		L->unqueued[i] = 0;
@@ -335,10 +371,11 @@ static int give_again(struct sits_queue *L)
 	return 0;
 }
 
-/* The source woke: completions first, then its frame, offered to every
- * sink that takes frames. */
-int sits_queue_capture(struct sits_queue *L)
+/* A source woke: completions first, then its frame, offered to every
+ * sink that takes that source's frames. */
+int sits_queue_capture(struct sits_queue *L, int32_t source)
 {
+	struct sits_q_source *src = &L->sources[source];
 	struct sits_q_frame f = {.index = SITS_Q_NONE};
 	int ret = 0;    /* a sink's request for its Python half: the frame still comes */
 	for (int32_t i = 0; i < L->nsinks; i++) {
@@ -351,23 +388,27 @@ int sits_queue_capture(struct sits_queue *L)
 				ret = r;
 		}
 	}
-	if (sits_queue_blocked(L))
+	if (source_blocked(L, source))
 		return ret ? ret : SITS_Q_BLOCKED;   /* Python takes the source's fd out of the loop */
-	int again = give_again(L);
+	int again = give_again(L, src);
 	if (again)
 		return again;
-	int got = L->source->take(L, &f);
+	int got = src->ops->take(L, src, &f);
 	if (got <= 0)
 		return got < 0 ? -got : ret;
-	f.dequeued_ns = L->last_frame_ns = sits_now_ns();
-	L->captured++;
-	if (L->timeline)
-		sits_timeline_open(L, &f);
+	src->captured++;
+	if (src->counted) {     /* a stage's frame keeps its source's identity and times */
+		f.source = source;
+		f.dequeued_ns = L->last_frame_ns = sits_now_ns();
+		L->captured++;
+		if (L->timeline)
+			sits_timeline_open(L, &f);
+	}
 	L->frames[f.index] = f;
 	L->holds[f.index] = 0;
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
-		if (!s->offered)
+		if (!s->offered || s->source != source)
 			continue;
 		int r = port_offer(L, s, f.index);
 		if (!r)
@@ -457,6 +498,14 @@ static struct sits_sink *sink_of_fd(struct sits_queue *L, int fd)
 	return NULL;
 }
 
+static int source_of_fd(struct sits_queue *L, int fd)
+{
+	for (int32_t i = 0; i < L->nsources; i++)
+		if (fd >= 0 && L->sources[i].fd == fd)
+			return i;
+	return -1;
+}
+
 enum { EVENTS = 8 };    /* epoll events a pass of run() handles */
 
 int sits_queue_run(struct sits_queue *L, int timeout_ms)
@@ -483,10 +532,10 @@ int sits_queue_run(struct sits_queue *L, int timeout_ms)
 			return errno == EINTR ? SITS_Q_WAKE : sits_queue_fail(L, SITS_OP_EPOLL, -1);
 		int wake = 0;
 		for (int i = 0; i < n; i++) {
-			int fd = ev[i].data.fd, r = 0;
+			int fd = ev[i].data.fd, r = 0, source = source_of_fd(L, fd);
 			struct sits_sink *s;
-			if (fd == L->vfd && L->vfd >= 0 && (ev[i].events & EPOLLIN))
-				r = settle(L, sits_queue_capture(L));
+			if (source >= 0 && (ev[i].events & EPOLLIN))
+				r = settle(L, sits_queue_capture(L, source));
 			else if ((s = sink_of_fd(L, fd)) != NULL && s->fd_watched)
 				r = settle(L, s->ops->on_fd(L, s));
 			else

@@ -1,6 +1,7 @@
-/* The frame queue: capture buffers and who holds them, in C. A source
- * fills buffers (a V4L2 device, or a timer source); each frame is offered
- * to every sink, through the sink's port (a short queue with a policy for
+/* The frame queue: buffers and who holds them, in C. A source fills
+ * buffers of its own (a V4L2 device, a timer source, a stage's output
+ * pool); each of its frames is offered to every sink that takes that
+ * source's frames, through the sink's port (a short queue with a policy for
  * the frames that come while the sink cannot take them); a sink that takes
  * a frame holds its buffer until it lets go (sits_let_go), and the buffer
  * goes back to its source when its last holder has let go. The queue never
@@ -27,6 +28,7 @@
 enum {
 	SITS_Q_MAX_BUFS = 32,
 	SITS_Q_MAX_SINKS = 8,   /* a bit each in a buffer's holders */
+	SITS_Q_MAX_SOURCES = 4, /* each with buffers of its own, numbered apart */
 	SITS_Q_PORT_DEPTH = 8,  /* the most frames a port keeps */
 	SITS_Q_NONE = -1,       /* no buffer */
 };
@@ -68,9 +70,11 @@ enum {
 	SITS_CHECK_DELIVERED_UNHELD = 7,    /* handed to Python without the sink's hold */
 };
 
-/* A frame: its buffer and what travels with it through the sinks. */
+/* A frame: its buffer and what travels with it through the sinks (and
+ * through a stage, into the buffer it fills). */
 struct sits_q_frame {
-	int32_t index;          /* capture buffer, or SITS_Q_NONE */
+	int32_t index;          /* its buffer, or SITS_Q_NONE */
+	int32_t source;         /* the source whose frame it is (a stage's: the frame it came from's) */
 	uint32_t sequence, bytesused;
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp (CLOCK_MONOTONIC) */
 	int64_t dequeued_ns;
@@ -86,6 +90,7 @@ struct sits_q_hist {
 
 struct sits_queue;
 struct sits_sink;
+struct sits_q_source;
 
 /* A sink's C half. Each returns 0 or a SITS_Q_ code for Python. */
 struct sits_sink_ops {
@@ -104,25 +109,45 @@ struct sits_sink_ops {
 	int (*reads)(struct sits_queue *L, struct sits_sink *s, int32_t index);
 };
 
-/* A source's C half (sits/pipeline/sources/): it fills the queue's
- * buffers, its fd (the queue's vfd) readable when one is filled. */
+/* A source's C half (sits/pipeline/sources/, or a stage's): it fills its
+ * buffers (the queue's `first` .. `first + nbufs - 1`), its fd readable
+ * when one is filled. */
 enum { SITS_GIVE_RETRY = 0, SITS_GIVE_QUEUED = 1 };
 struct sits_source_ops {
 	/* the next filled buffer into f: 1, none now 0, or -SITS_Q_ERROR (err set);
 	 * each buffer it takes out of its own (a frame, or one it drops) it
 	 * reports with sits_source_took() */
-	int (*take)(struct sits_queue *L, struct sits_q_frame *f);
+	int (*take)(struct sits_queue *L, struct sits_q_source *src, struct sits_q_frame *f);
 	/* buffer `index` may be filled again: SITS_GIVE_QUEUED, SITS_GIVE_RETRY
 	 * (refused for now: the queue gives it again before the next take), or
 	 * -SITS_Q_ERROR (err set: the source is gone) */
-	int (*give)(struct sits_queue *L, int32_t index);
+	int (*give)(struct sits_queue *L, struct sits_q_source *src, int32_t index);
+};
+
+struct sits_q_source {
+	/* set by Python */
+	const struct sits_source_ops *ops;  /* its C half */
+	void *state;                        /* ... and that half's own struct */
+	int32_t id;
+	int32_t fd;                 /* readable when a buffer is filled; -1: nothing to queue into (stopped, camera lost) */
+	int32_t first, nbufs;       /* its buffers in the queue's numbering */
+	int32_t counted;            /* its frames count towards frames_limit (a camera's; a stage's come from those) */
+	/* state */
+	int32_t streaming;          /* buffers are streaming into it (requeue_idle .. forget_queued) */
+	int64_t captured;           /* frames taken from it */
+	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
+	int64_t sequence_gaps;      /* sequence numbers it skipped (no buffer was queued) */
+	int64_t gaps_recorded;      /* ... of which the timeline has told */
+	uint32_t last_sequence;
+	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
 };
 
 struct sits_sink {
 	const struct sits_sink_ops *ops;   /* NULL: Python's (frames go to Python: SITS_Q_DELIVER) */
 	void *state;                       /* the C half's own struct */
 	int32_t id;                        /* its bit in a buffer's holders */
-	int32_t offered;                   /* every frame is offered to it (0: it holds only what it is given) */
+	int32_t offered;                   /* every frame of `source` is offered to it (0: it holds only what it is given) */
+	int32_t source;                    /* the source whose frames it takes */
 	int32_t ready;                     /* Python's: its Python half takes a frame now */
 	int32_t policy, depth;             /* its port */
 	int32_t port[SITS_Q_PORT_DEPTH];   /* buffers waiting for it, oldest first */
@@ -134,11 +159,13 @@ struct sits_sink {
 
 struct sits_queue {
 	/* set by Python */
-	int32_t epfd, vfd;          /* vfd: the source's fd; -1: nothing to queue into (stopped, camera lost) */
-	const struct sits_source_ops *source;   /* its C half */
-	void *source_state;                     /* ... and that half's own struct */
-	uint32_t nbufs;
+	int32_t epfd;
 	int64_t frames_limit;           /* run() stops at this many frames captured (0: none) */
+	/* the sources, by id, and the buffers' numbering: each source's own run of it */
+	struct sits_q_source sources[SITS_Q_MAX_SOURCES];
+	int32_t nsources;
+	uint32_t nbufs;                     /* buffers numbered so far */
+	int8_t buffer_source[SITS_Q_MAX_BUFS];
 	/* the sinks, by id */
 	struct sits_sink sinks[SITS_Q_MAX_SINKS];
 	int32_t nsinks;
@@ -150,15 +177,9 @@ struct sits_queue {
 	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* the source refused it: given again before the next take */
 	struct sits_q_frame delivered;      /* a frame for a Python sink */
 	int32_t delivered_sink;
-	int64_t captured, last_frame_ns;
-	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
+	int64_t captured, last_frame_ns;    /* frames of the counted sources */
 	int64_t wakeups;            /* run()'s epoll_wait returns: the steady state's cost in wake-ups */
-	int64_t sequence_gaps;      /* sequence numbers the driver skipped (no buffer was queued) */
-	uint32_t last_sequence;
-	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */
 	int32_t err, err_op, err_index;
-	/* buffers are streaming into the source (requeue_idle .. forget_queued) */
-	int32_t streaming;
 	/* every step ends with sits_queue_check() (the test tiers set it) */
 	int32_t check;
 	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
@@ -170,26 +191,27 @@ struct sits_queue {
 	uint8_t buffer_record[SITS_Q_MAX_BUFS];     /* the open record of the frame in each buffer + 1 */
 	struct sits_frame *records;
 	int32_t records_cap, records_n;
-	int64_t records_lost, gaps_recorded;
+	int64_t records_lost;
 };
 
 /* Python's calls */
 int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, void *state,
 			int32_t policy, int32_t depth, int32_t offered);
+int sits_queue_add_source(struct sits_queue *L, int32_t nbufs, int32_t counted);
 int sits_queue_run(struct sits_queue *L, int timeout_ms);
 int sits_queue_check(struct sits_queue *L);
-void sits_queue_forget_queued(struct sits_queue *L);
-int sits_queue_capture(struct sits_queue *L);
+void sits_queue_forget_queued(struct sits_queue *L, int32_t source);
+int sits_queue_capture(struct sits_queue *L, int32_t source);
 int sits_queue_pump(struct sits_queue *L, int32_t sink);
 int sits_queue_release(struct sits_queue *L, int32_t sink, int32_t index);
 int sits_queue_hold(struct sits_queue *L, int32_t sink, int32_t index);
 int sits_queue_release_all(struct sits_queue *L, int32_t sink);
-int sits_queue_requeue_idle(struct sits_queue *L);
+int sits_queue_requeue_idle(struct sits_queue *L, int32_t source);
 int64_t sits_queue_next_deadline(struct sits_queue *L);
 int sits_queue_deadlines(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
 int sits_queue_blocked(struct sits_queue *L);
-void sits_queue_timeline_device_gone(struct sits_queue *L);
+void sits_queue_timeline_device_gone(struct sits_queue *L, int32_t source);
 void sits_queue_timeline_end(struct sits_queue *L);
 void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);
 
@@ -199,7 +221,7 @@ int sits_port_drop(struct sits_queue *L, struct sits_sink *s);
 int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index);
 int sits_drop(struct sits_queue *L, struct sits_sink *s, int32_t index);
 int sits_queue_fail(struct sits_queue *L, int op, int index);
-int sits_queue_with_driver(struct sits_queue *L);
+int sits_queue_with_driver(struct sits_queue *L, int32_t source);
 int64_t sits_queue_captured(struct sits_queue *L);
 const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index);
 void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
@@ -209,9 +231,10 @@ void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced,
 /* the timeline's calls (queue_timeline.c) */
 void sits_timeline_open(struct sits_queue *L, struct sits_q_frame *f);
 void sits_timeline_requeued(struct sits_queue *L, int32_t index);
+void sits_timeline_staged(struct sits_queue *L, int32_t from, struct sits_q_frame *f);
 
 /* the sources' C halves' calls */
-void sits_source_took(struct sits_queue *L, int32_t index, uint32_t sequence);
+void sits_source_took(struct sits_queue *L, struct sits_q_source *src, int32_t index, uint32_t sequence);
 int sits_give_back(struct sits_queue *L, int32_t index);
 /* cdef-end */
 

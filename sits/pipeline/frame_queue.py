@@ -56,11 +56,14 @@ class FrameQueue:
     def __init__(self, epoll_fd: int):
         #: the C frame queue (struct sits_queue): this object is its one owner
         self.c_queue = L = ffi.new("struct sits_queue *")
-        L.epfd, L.vfd = epoll_fd, -1
+        L.epfd = epoll_fd
         L.check = int(bool(os.environ.get(CHECK_ENV)))
         L.delivered.index = NONE
         self.device = None
         self.source = None     # the device's half (queue_sources.py), while attached
+        self.camera = None     # the device's source id (the first source)
+        self._camera_bufs = 0  # the buffers numbered for it
+        self._halves_of_sources: dict[int, object] = {}   # source id -> its Python half (kept alive)
         self.frames: dict[int, Frame] = {}   # buffers Python holds
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to
@@ -70,11 +73,12 @@ class FrameQueue:
         self.python_sink = self.add_sink(None, None, "block", lib.SITS_Q_PORT_DEPTH, offered=False)
 
     # -------------------------------------------------------------- sinks
-    def add_sink(self, ops, state, policy: str, depth: int, half=None, offered: bool = True) -> int:
+    def add_sink(self, ops, state, policy: str, depth: int, half=None, offered: bool = True,
+                 source: int = 0) -> int:
         """A sink from now on: `ops` its C half (NULL: Python's), `state`
         the C half's struct (its Python half keeps it alive), its port's
-        `policy` and `depth`; `half` answers when its C half asks
-        (`asking()`). Its id."""
+        `policy` and `depth`, the `source` whose frames it takes; `half`
+        answers when its C half asks (`asking()`). Its id."""
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
         sink = lib.sits_queue_add_sink(self.c_queue, ops if ops is not None else ffi.NULL,
@@ -82,8 +86,33 @@ class FrameQueue:
         if sink < 0:
             raise UsageError(f"a sink with policy {policy} and depth {depth}: at most "
                              f"{lib.SITS_Q_MAX_SINKS} sinks, depth 1 to {lib.SITS_Q_PORT_DEPTH}")
+        self.c_queue.sinks[sink].source = source
         self._halves[sink] = half
         return sink
+
+    def add_source(self, ops, state, nbufs: int, counted: bool, half=None) -> int:
+        """A source from now on, with `nbufs` buffers numbered after those
+        before it: `ops` its C half, `state` that half's struct (its Python
+        half, `half`, keeps it alive); `counted`: its frames count as
+        captured (a camera's; a stage's frames are a camera's frames made
+        into others). Its id; its fd comes with source_fd()."""
+        source = lib.sits_queue_add_source(self.c_queue, nbufs, int(counted))
+        if source < 0:
+            raise UsageError(f"a source of {nbufs} buffers: at most {lib.SITS_Q_MAX_SOURCES} sources "
+                             f"and {lib.SITS_Q_MAX_BUFS} buffers in all")
+        src = self.c_queue.sources[source]
+        src.ops, src.state = ops, state
+        self._halves_of_sources[source] = half
+        return source
+
+    def set_source_fd(self, source: int, fd: int) -> None:
+        """`source`'s fd: readable when it has filled a buffer (-1: nothing is queued into it)."""
+        self.c_queue.sources[source].fd = fd
+
+    def buffers_of(self, source: int) -> range:
+        """`source`'s buffers in the queue's numbering."""
+        src = self.c_queue.sources[source]
+        return range(src.first, src.first + src.nbufs)
 
     def offer(self, sink: int, on: bool) -> None:
         """Offer `sink` every frame (or no more frames: it keeps what it holds)."""
@@ -146,14 +175,21 @@ class FrameQueue:
         half (sits/pipeline/queue_sources.py)."""
         from sits.pipeline.queue_sources import half_of
         L = self.c_queue
-        if len(cap.buffers) > lib.SITS_Q_MAX_BUFS:
-            raise UsageError(f"{len(cap.buffers)} capture buffers; at most {lib.SITS_Q_MAX_BUFS}")
+        n = len(cap.buffers)
         if self.device is not None and self.device is not cap:
             self.device.queue_owner = None
-        self.source = half_of(cap)
-        L.source, L.source_state = self.source.ops, self.source.state
-        L.vfd = cap.fileno()
-        L.nbufs = len(cap.buffers)
+        half = half_of(cap)
+        if self.camera is None:   # the first source: its buffers are numbered first, as the device's
+            if L.nsources:
+                raise UsageError("the camera is the frame queue's first source")
+            self.camera = self.add_source(half.ops, half.state, n, counted=True, half=half)
+            self._camera_bufs = n
+        elif n > self._camera_bufs:   # a camera come back: the numbers it had
+            raise UsageError(f"{n} capture buffers after a reconnect; the camera had {self._camera_bufs}")
+        src = L.sources[self.camera]
+        src.ops, src.state, src.nbufs = half.ops, half.state, n
+        self._halves_of_sources[self.camera] = self.source = half
+        src.fd = cap.fileno()
         for b in cap.buffers:
             L.queued[b.index] = L.unqueued[b.index] = L.holds[b.index] = 0
         self.device = cap
@@ -162,7 +198,7 @@ class FrameQueue:
     @property
     def source_fd(self) -> int:
         """The fd whose readiness means a frame (DQBUF, or a timer tick)."""
-        return self.c_queue.vfd
+        return self.c_queue.sources[self.camera].fd
 
     def detach(self) -> None:
         """The device is gone or closing: nothing is queued into it any more.
@@ -170,20 +206,20 @@ class FrameQueue:
         holds end, nothing is queued), so that a lost camera can be closed
         once the last goes; attach() takes the next device. Its frames'
         records are never requeued."""
-        self.c_queue.vfd = -1
+        self.c_queue.sources[self.camera].fd = -1
         if self.timeline is not None:
-            lib.sits_queue_timeline_device_gone(self.c_queue)
+            lib.sits_queue_timeline_device_gone(self.c_queue, self.camera)
 
     # the queue owner's part (CaptureDevice.start/stop/requeue call these)
-    def requeue_idle(self) -> None:
-        """STREAMON comes next: queue every buffer nothing holds."""
-        self.c_queue.sequence_seen = 0
-        if lib.sits_queue_requeue_idle(self.c_queue) == lib.SITS_Q_ERROR:
+    def requeue_idle(self, source: int | None = None) -> None:
+        """STREAMON comes next: queue every buffer of `source` (the camera's
+        by default) that nothing holds."""
+        if lib.sits_queue_requeue_idle(self.c_queue, self.camera if source is None else source) == lib.SITS_Q_ERROR:
             raise self.error().error
 
-    def forget_queued(self) -> None:
+    def forget_queued(self, source: int | None = None) -> None:
         """STREAMOFF took every queued buffer back from the driver."""
-        lib.sits_queue_forget_queued(self.c_queue)
+        lib.sits_queue_forget_queued(self.c_queue, self.camera if source is None else source)
 
     def release(self, buf) -> None:
         """The last lease of a Python Frame went."""
@@ -192,9 +228,9 @@ class FrameQueue:
         if self._drain(lib.sits_queue_release(self.c_queue, self.python_sink, buf.index)) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
 
-    def with_driver(self) -> int:
-        """Buffers the source may fill now."""
-        return lib.sits_queue_with_driver(self.c_queue)
+    def with_driver(self, source: int | None = None) -> int:
+        """Buffers `source` (the camera by default) may fill now."""
+        return lib.sits_queue_with_driver(self.c_queue, self.camera if source is None else source)
 
     def held(self, index: int) -> bool:
         """Some sink holds buffer `index`."""
@@ -223,11 +259,14 @@ class FrameQueue:
         """run() returns SITS_Q_FRAMES once this many frames were captured (0: no limit)."""
         self.c_queue.frames_limit = n
 
-    def source_counts(self) -> dict:
-        """The source's counts (V4L2's: dequeues, error buffers, refused requeues, skipped sequence numbers)."""
-        L = self.c_queue
-        return {"dequeued": L.dequeued, "buffer_errors": L.buffer_errors,
-                "requeue_errors": L.requeue_errors, "sequence_gaps": L.sequence_gaps}
+    def source_counts(self, source: int | None = None) -> dict:
+        """A source's counts (the camera's by default; V4L2's: dequeues,
+        error buffers, refused requeues, skipped sequence numbers)."""
+        if source is None and self.camera is None:
+            return {"captured": 0, "dequeued": 0, "buffer_errors": 0, "requeue_errors": 0, "sequence_gaps": 0}
+        src = self.c_queue.sources[self.camera if source is None else source]
+        return {"captured": src.captured, "dequeued": src.dequeued, "buffer_errors": src.buffer_errors,
+                "requeue_errors": src.requeue_errors, "sequence_gaps": src.sequence_gaps}
 
     def blocked(self) -> bool:
         """A blocking sink's port is full: the source must not be dequeued."""
@@ -307,8 +346,9 @@ class FrameQueue:
     def run(self, timeout_ms: int) -> int:
         return self._drain(lib.sits_queue_run(self.c_queue, max(0, int(timeout_ms))))
 
-    def capture(self) -> int:
-        return self._drain(lib.sits_queue_capture(self.c_queue))
+    def capture(self, source: int | None = None) -> int:
+        """`source` (the camera by default) woke: its frame, if one is there."""
+        return self._drain(lib.sits_queue_capture(self.c_queue, self.camera if source is None else source))
 
     def ask(self, fn, *args):
         """A sink's C question about this queue (fn(c_queue, *args)): no step."""

@@ -8,14 +8,16 @@
 #include "frame_queue.h"
 
 /* --timeline: a frame's record is open from its dequeue while its buffer
- * is out (until QBUF) and while it is committed or on screen (until the
- * flip that replaces it); then it moves to Python's array. */
-enum { HOLD_BUFFER = 1, HOLD_SCREEN = 2 };
+ * is out (until QBUF), while a stage's buffer that it was made into is
+ * out, and while it is committed or on screen (until the flip that
+ * replaces it); then it moves to Python's array. */
+enum { HOLD_BUFFER = 1, HOLD_SCREEN = 2, HOLD_STAGED = 4 };
 
 void sits_timeline_open(struct sits_queue *L, struct sits_q_frame *f)
 {
-	int64_t skipped = L->sequence_gaps - L->gaps_recorded;     /* count_sequence's, since the last */
-	L->gaps_recorded = L->sequence_gaps;
+	struct sits_q_source *src = &L->sources[f->source];
+	int64_t skipped = src->sequence_gaps - src->gaps_recorded;     /* count_sequence's, since the last */
+	src->gaps_recorded = src->sequence_gaps;
 	for (uint32_t i = 0; i < SITS_Q_OPEN_RECORDS; i++) {
 		struct sits_frame *r = &L->open_records[i];
 		if (L->record_holds[i])
@@ -52,8 +54,25 @@ void sits_timeline_requeued(struct sits_queue *L, int32_t index)
 	if (!record)
 		return;
 	L->buffer_record[index] = 0;
-	L->open_records[record - 1].requeued_ns = sits_now_ns();
+	struct sits_frame *r = &L->open_records[record - 1];
+	if (r->buffer != (uint32_t)index) {     /* a stage's buffer the frame was made into */
+		timeline_let_go(L, record, HOLD_STAGED);
+		return;
+	}
+	r->requeued_ns = sits_now_ns();
 	timeline_let_go(L, record, HOLD_BUFFER);
+}
+
+/* A stage made the frame of buffer `from` into f (its own buffer): the
+ * frame's record follows it there. */
+void sits_timeline_staged(struct sits_queue *L, int32_t from, struct sits_q_frame *f)
+{
+	uint32_t record = L->timeline ? L->buffer_record[from] : 0;
+	f->record = record;
+	if (!record)
+		return;
+	L->buffer_record[f->index] = (uint8_t)record;
+	L->record_holds[record - 1] |= HOLD_STAGED;
 }
 
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied)
@@ -97,9 +116,10 @@ void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done,
  * record lets go of its buffer with no requeue (a new device's buffer of
  * the same index is another buffer); one on screen stays open until the
  * flip that replaces it. */
-void sits_queue_timeline_device_gone(struct sits_queue *L)
+void sits_queue_timeline_device_gone(struct sits_queue *L, int32_t source)
 {
-	for (uint32_t i = 0; i < SITS_Q_MAX_BUFS; i++) {
+	struct sits_q_source *src = &L->sources[source];
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++) {
 		uint32_t record = L->buffer_record[i];
 		if (record) {
 			L->buffer_record[i] = 0;

@@ -16,35 +16,36 @@ struct sits_timer_source {
 	int64_t first_ns, period_ns;            /* tick k lands at first_ns + k * period_ns */
 	/* state */
 	int64_t ticks;                          /* ticks read */
-	uint64_t given_order[SITS_Q_MAX_BUFS];  /* when each was given back: filled oldest first */
+	uint64_t given_order[SITS_Q_MAX_BUFS];  /* when each was given back (by the queue's numbering): filled oldest first */
 	uint64_t clock;
 };
 
 const struct sits_source_ops *sits_timer_source(void);  /* its C half */
 /* cdef-end */
 
-static int timer_give(struct sits_queue *L, int32_t index)
+static int timer_give(struct sits_queue *L, struct sits_q_source *src, int32_t index)
 {
-	struct sits_timer_source *T = L->source_state;
+	(void)L;
+	struct sits_timer_source *T = src->state;
 	T->given_order[index] = ++T->clock;
 	return SITS_GIVE_QUEUED;
 }
 
-static int timer_take(struct sits_queue *L, struct sits_q_frame *f)
+static int timer_take(struct sits_queue *L, struct sits_q_source *src, struct sits_q_frame *f)
 {
-	struct sits_timer_source *T = L->source_state;
+	struct sits_timer_source *T = src->state;
 	uint64_t ticks = 0;
-	if (read(L->vfd, &ticks, sizeof ticks) != sizeof ticks)
+	if (read(src->fd, &ticks, sizeof ticks) != sizeof ticks)
 		return errno == EAGAIN ? 0 : -sits_queue_fail(L, SITS_OP_DQBUF, -1);
 	int32_t index = -1;
-	for (uint32_t i = 0; i < L->nbufs; i++)
+	for (int32_t i = src->first; i < src->first + src->nbufs; i++)
 		if (L->queued[i] && (index < 0 || T->given_order[i] < T->given_order[index]))
 			index = i;
 	int64_t last = T->ticks + (int64_t)ticks - 1;    /* the newest tick's sequence */
 	T->ticks += ticks;
 	if (index < 0)
 		return 0;       /* lost: the next frame's sequence number shows the gap */
-	sits_source_took(L, index, (uint32_t)last);
+	sits_source_took(L, src, index, (uint32_t)last);
 	memset(f, 0, sizeof *f);
 	f->index = index;
 	f->sequence = (uint32_t)last;

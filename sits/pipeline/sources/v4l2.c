@@ -1,7 +1,7 @@
 /* A V4L2 capture device as the frame queue's source: DQBUF takes a filled
  * buffer, QBUF gives one back (MMAP, or DMABUF with the buffer's dma-buf).
  * Buffers the driver marks with V4L2_BUF_FLAG_ERROR are counted and given
- * back, never offered. Its fd is the queue's source fd (L->vfd). */
+ * back, never offered. V4L2's buffer i is the queue's src->first + i. */
 #include <errno.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -13,26 +13,27 @@
 struct sits_v4l2_source {
 	/* set by Python */
 	uint32_t memory;                        /* V4L2_MEMORY_MMAP or _DMABUF */
-	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];     /* DMABUF: each buffer's dma-buf */
+	int32_t dmabuf_fd[SITS_Q_MAX_BUFS];     /* DMABUF: each buffer's dma-buf (by V4L2 index) */
 	uint32_t length[SITS_Q_MAX_BUFS];
 };
 
 const struct sits_source_ops *sits_v4l2_source(void);   /* its C half */
 /* cdef-end */
 
-static int v4l2_give(struct sits_queue *L, int32_t index)
+static int v4l2_give(struct sits_queue *L, struct sits_q_source *src, int32_t index)
 {
-	struct sits_v4l2_source *V = L->source_state;
+	struct sits_v4l2_source *V = src->state;
 	struct v4l2_buffer b;
+	int32_t i = index - src->first;
 	memset(&b, 0, sizeof b);
-	b.index = index;
+	b.index = i;
 	b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
 	b.memory = V->memory;
 	if (V->memory == V4L2_MEMORY_DMABUF) {
-		b.m.fd = V->dmabuf_fd[index];
-		b.length = V->length[index];
+		b.m.fd = V->dmabuf_fd[i];
+		b.length = V->length[i];
 	}
-	if (ioctl(L->vfd, VIDIOC_QBUF, &b) < 0) {
+	if (ioctl(src->fd, VIDIOC_QBUF, &b) < 0) {
 		if (errno == ENODEV || errno == ENXIO)
 			return -sits_queue_fail(L, SITS_OP_QBUF, index);
 		return SITS_GIVE_RETRY;     /* vivid injects these: the queue retries it */
@@ -40,29 +41,29 @@ static int v4l2_give(struct sits_queue *L, int32_t index)
 	return SITS_GIVE_QUEUED;
 }
 
-static int v4l2_take(struct sits_queue *L, struct sits_q_frame *f)
+static int v4l2_take(struct sits_queue *L, struct sits_q_source *src, struct sits_q_frame *f)
 {
-	struct sits_v4l2_source *V = L->source_state;
+	struct sits_v4l2_source *V = src->state;
 	struct v4l2_buffer b;
 	for (;;) {
 		memset(&b, 0, sizeof b);
 		b.type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
 		b.memory = V->memory;
-		if (ioctl(L->vfd, VIDIOC_DQBUF, &b) < 0) {
+		if (ioctl(src->fd, VIDIOC_DQBUF, &b) < 0) {
 			if (errno == EAGAIN)
 				return 0;
 			return -sits_queue_fail(L, SITS_OP_DQBUF, -1);
 		}
-		sits_source_took(L, b.index, b.sequence);
+		sits_source_took(L, src, src->first + (int32_t)b.index, b.sequence);
 		if (!(b.flags & V4L2_BUF_FLAG_ERROR))
 			break;
-		L->buffer_errors++;
-		int r = sits_give_back(L, b.index);
+		src->buffer_errors++;
+		int r = sits_give_back(L, src->first + (int32_t)b.index);
 		if (r)
 			return -r;
 	}
 	memset(f, 0, sizeof *f);
-	f->index = b.index;
+	f->index = src->first + (int32_t)b.index;
 	f->sequence = b.sequence;
 	f->bytesused = b.bytesused;
 	f->timestamp_ns = (int64_t)b.timestamp.tv_sec * 1000000000 + (int64_t)b.timestamp.tv_usec * 1000;
