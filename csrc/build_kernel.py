@@ -12,7 +12,7 @@ import subprocess
 from cffi import FFI
 
 from build_bpf import INCLUDE  # csrc is no package: its folder is on the path
-from cdef_part import FRAME_H, cdef_part
+from cdef_part import CDEF_PART, FRAME_H, cdef_part
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The frame queue's C (pipeline logic, compiled into this module) and its
@@ -22,10 +22,14 @@ PIPELINE = os.path.join(ROOT, "sits", "pipeline")
 QUEUE_H = os.path.join(PIPELINE, "frame_queue.h")
 QUEUE_C = os.path.join(PIPELINE, "frame_queue.c")
 TIMELINE_C = os.path.join(PIPELINE, "queue_timeline.c")
-#: the sinks' and the sources' C halves: each declares its own part of the
-#: interface between cdef markers, read from the file itself
+#: the sinks', the sources' and the stages' C halves
 HALVES = sorted(glob.glob(os.path.join(PIPELINE, "sinks", "*.c"))) + \
-    sorted(glob.glob(os.path.join(PIPELINE, "sources", "*.c")))
+    sorted(glob.glob(os.path.join(PIPELINE, "sources", "*.c"))) + \
+    sorted(glob.glob(os.path.join(PIPELINE, "stages", "*.c")))
+#: the files that declare a part of the interface between cdef markers,
+#: read from the file itself: the halves that have one, after the stages'
+#: common header (which their works read too)
+DECLARING = [os.path.join(PIPELINE, "stages", "stage.h")] + [p for p in HALVES if CDEF_PART.search(open(p).read())]
 IOCTL_LINE = re.compile(r"^static const unsigned long (SITS_\w+) = \w+;", re.M)
 
 
@@ -53,12 +57,12 @@ def queue_cdef():
     """A frame's record, as sits_frame.h has it, the frame queue's
     declarations, as frame_queue.h has them, then each sink's, as its C
     file has them."""
-    return cdef_part(FRAME_H) + cdef_part(QUEUE_H) + "".join(cdef_part(p) for p in HALVES)
+    return cdef_part(FRAME_H) + cdef_part(QUEUE_H) + "".join(cdef_part(p) for p in DECLARING)
 
 
 def _halves_preamble():
     """Each sink's declarations for the binding's own C (its structs' layout)."""
-    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{cdef_part(p)}\n" for p in HALVES)
+    return "".join(f"/* {os.path.relpath(p, ROOT)} */\n{cdef_part(p)}\n" for p in DECLARING)
 
 
 def _headers_digest():
@@ -67,7 +71,7 @@ def _headers_digest():
     module."""
     import hashlib
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C, TIMELINE_C] + HALVES:
+    for path in sorted(glob.glob(os.path.join(HERE, "*.h")) + glob.glob(os.path.join(INCLUDE, "*.h"))) + [QUEUE_H, QUEUE_C, TIMELINE_C] + DECLARING + HALVES:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]

@@ -57,7 +57,7 @@ enum {
 enum { SITS_Q_OPEN_RECORDS = SITS_Q_MAX_BUFS + 8 };
 
 enum { SITS_OP_DQBUF = 1, SITS_OP_QBUF = 2, SITS_OP_ATOMIC = 3, SITS_OP_READ = 4, SITS_OP_EPOLL = 5,
-       SITS_OP_CUDA = 6, SITS_OP_CHECK = 7 };
+       SITS_OP_CUDA = 6, SITS_OP_CHECK = 7, SITS_OP_STAGE = 8 };
 
 /* What sits_queue_check() found wrong with a buffer (err, with SITS_OP_CHECK) */
 enum {

@@ -25,7 +25,7 @@ RECORDS = 512    # timeline records between two drains (run() stops well before:
 OPS = {lib.SITS_OP_DQBUF: "VIDIOC_DQBUF", lib.SITS_OP_QBUF: "VIDIOC_QBUF",
        lib.SITS_OP_ATOMIC: "DRM_IOCTL_MODE_ATOMIC", lib.SITS_OP_READ: "read",
        lib.SITS_OP_EPOLL: "epoll_wait", lib.SITS_OP_CUDA: "cuGraphLaunch/cuStreamQuery",
-       lib.SITS_OP_CHECK: "buffer conservation"}
+       lib.SITS_OP_CHECK: "buffer conservation", lib.SITS_OP_STAGE: "a stage's eventfd"}
 #: what sits_queue_check() found (frame_queue.h's SITS_CHECK_)
 CHECKS = {lib.SITS_CHECK_DRIVER_AND_HELD: "is with the source and held by a sink",
           lib.SITS_CHECK_DRIVER_AND_RETRY: "is with the source and waits for a retried QBUF",

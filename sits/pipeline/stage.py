@@ -1,0 +1,65 @@
+"""Stage: the Python half of a frame queue stage (sits/pipeline/stages/stage.c).
+
+A stage takes the frames of one source and makes each into a buffer of its
+own, on a worker thread, then offers the made frame (the same sequence,
+timestamps and timeline record) to the sinks of its own source. Its work
+is a C function (struct sits_stage_work, stages/*.c) with a state of its
+own; the stage reads the input buffers' bytes and writes its own buffers'
+through pointers that stay valid while it lives (the buffers' mappings,
+which their owners keep). Python only sets it up and reads its counts.
+"""
+from __future__ import annotations
+
+from sits._kernel import ffi, lib
+from sits.errors import DeviceError
+
+
+class Stage:
+    def __init__(self, queue, work, work_state, *, takes: int, inputs: dict[int, object],
+                 outputs: list[object], out_bytes: int, policy: str = "latest", depth: int = 1):
+        """A stage of `queue` from now on: `work` (a struct sits_stage_work
+        *) with `work_state` (its struct; kept alive here) makes frames of
+        source `takes`, whose buffers' bytes are `inputs` (the queue's
+        buffer number -> a writable buffer object), into `outputs` (buffer
+        objects of its own, `out_bytes` of image each); its port's
+        `policy` and `depth`."""
+        self.queue = queue
+        self.S = S = ffi.new("struct sits_stage *")
+        self._keep = [work_state]
+        S.work, S.work_state, S.out_bytes = work, work_state, out_bytes
+        S.go_fd = S.done_fd = -1
+        S.sink = self.sink = queue.add_sink(lib.sits_stage_sink(), S, policy, depth, half=self, source=takes)
+        S.source = self.source = queue.add_source(lib.sits_stage_source(), S, len(outputs), counted=False, half=self)
+        for index, buf in inputs.items():
+            S.in_ptr[index] = self._pointer(buf)
+        for index, buf in zip(queue.buffers_of(self.source), outputs):
+            S.out_ptr[index] = self._pointer(buf)
+        err = lib.sits_stage_start(S)
+        if err:
+            raise DeviceError(f"a stage's worker thread: {err}")
+        queue.set_source_fd(self.source, S.done_fd)
+        queue.requeue_idle(self.source)
+
+    def _pointer(self, buf):
+        p = ffi.from_buffer(buf)
+        self._keep.append(p)
+        return p
+
+    def fileno(self) -> int:
+        """Readable when the worker has made a frame (the stage's source fd)."""
+        return self.S.done_fd
+
+    def counts(self) -> dict:
+        S, waits = self.S, self.queue.sink_counts(self.sink)
+        return {"frames": S.made, "errors": S.errors, "dropped": waits["dropped"],
+                "work_ms_mean": round(S.work_ns / max(1, S.made + S.errors) / 1e6, 3),
+                "work_ms_max": round(S.work_max_ns / 1e6, 3)}
+
+    def close(self) -> None:
+        """The worker ends its job and goes; what the stage holds goes back."""
+        if self.S.worker != ffi.NULL:
+            lib.sits_stage_stop(self.S)
+            self.S.busy = 0    # its job, if one was running, is abandoned
+            self.queue.set_source_fd(self.source, -1)
+            self.queue.forget_queued(self.source)
+            self.queue.release_all(self.sink)

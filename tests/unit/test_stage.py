@@ -1,0 +1,133 @@
+"""A stage in the C frame queue (stages/stage.c), driven one event at a
+time: the timer source stands in for the camera (tests/unit/queue_steps.py's
+Ticks, its buffers' bytes numpy arrays), the CPU conversion (stages/convert.c)
+is the work, on its own thread, and a Python sink of the stage's frames
+takes what it makes. The queue's conservation check ends every step."""
+import os
+import select
+
+import numpy as np
+import pytest
+
+from sits._kernel import lib
+from sits.pipeline import convert
+from sits.pipeline.convert_stage import convert_stage
+from sits.pipeline.frame_queue import NONE, FrameQueue
+from tests.unit.queue_steps import Ticks
+
+W, H = 16, 4
+STRIDE, PITCH = W * 2 + 8, W * 4 + 16   # padded rows on both sides
+
+
+class Chain:
+    def __init__(self, fourcc="YUYV", nbufs=4, outputs=2):
+        self.epoll = select.epoll()     # the steps below never wait on it
+        self.q = FrameQueue(self.epoll.fileno())
+        self.ticks = Ticks(self.q, nbufs)
+        rng = np.random.default_rng(7)
+        self.inputs = {i: rng.integers(0, 256, (H, STRIDE), np.uint8) for i in range(nbufs)}
+        self.outputs = [np.zeros((H, PITCH), np.uint8) for _ in range(outputs)]
+        self.stage = convert_stage(self.q, fourcc, W, H, STRIDE, self.inputs, self.outputs, PITCH)
+        self.fourcc = fourcc
+        self.sink = self.q.add_sink(None, None, "latest", 1, source=self.stage.source)
+
+    def frame(self) -> int:
+        """A tick: the camera's frame, offered to the stage; its buffer."""
+        self.ticks.tick()
+        assert self.q.capture() == 0
+        L = self.q.c_queue
+        out = [i for i in self.q.buffers_of(self.q.camera) if not L.queued[i]]
+        return max(out, key=lambda i: L.frames[i].sequence)
+
+    def made(self):
+        """The worker's next frame, taken by the stage's source: what the
+        Python sink was handed (its buffer, or NONE)."""
+        r, _, _ = select.select([self.stage.fileno()], [], [], 10)
+        assert r, "the worker made no frame in 10 s"
+        L = self.q.c_queue
+        code = self.q.capture(self.stage.source)
+        if code == lib.SITS_Q_DELIVER or L.delivered.index != NONE:
+            index = L.delivered.index
+            L.delivered.index = NONE
+            return index
+        lib.sits_queue_pump(L, self.sink)
+        index = L.delivered.index
+        L.delivered.index = NONE
+        return index
+
+    def expected(self, index: int) -> np.ndarray:
+        src = convert.rows(self.inputs[index].tobytes(), H, STRIDE, W * 2)
+        dst = np.zeros((H, W, 4), np.uint8)
+        convert.CONVERTERS[self.fourcc](src, dst)
+        return dst
+
+    def output(self, index: int) -> np.ndarray:
+        first = self.q.c_queue.sources[self.stage.source].first
+        return self.outputs[index - first][:, :W * 4].reshape(H, W, 4)
+
+    def close(self):
+        self.stage.close()
+        self.ticks.close()
+        self.epoll.close()
+
+
+@pytest.fixture
+def chain():
+    made = []
+
+    def make(**kw):
+        c = Chain(**kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.mark.parametrize("fourcc", ["YUYV", "UYVY"])
+def test_a_stage_makes_each_frame_into_its_own_buffer_as_the_numpy_conversion_does(chain, fourcc):
+    c = chain(fourcc=fourcc)
+    L = c.q.c_queue
+    for _ in range(3):
+        cam = c.frame()
+        seq, ts = L.frames[cam].sequence, L.frames[cam].timestamp_ns
+        out = c.made()
+        assert out in c.q.buffers_of(c.stage.source)
+        assert (L.frames[out].sequence, L.frames[out].timestamp_ns) == (seq, ts)
+        np.testing.assert_array_equal(c.output(out), c.expected(cam))
+        lib.sits_queue_release(L, c.sink, out)
+    assert c.stage.counts()["frames"] == 3
+
+
+def test_the_camera_buffer_is_held_until_its_frame_is_made_then_goes_back(chain):
+    c = chain()
+    L = c.q.c_queue
+    cam = c.frame()
+    # the worker may be done already; the loop has not taken its frame yet
+    assert c.q.holds(c.stage.sink, cam) and not L.queued[cam]
+    c.made()
+    assert not L.holds[cam] and L.queued[cam]
+
+
+def test_a_frame_waits_for_a_free_buffer_of_the_stage_and_is_made_once_one_comes_back(chain):
+    c = chain(outputs=1)
+    L = c.q.c_queue
+    c.frame()
+    held = c.made()                 # the sink holds the stage's one buffer
+    waiting = c.frame()             # no buffer to make it into: it waits in the stage's port
+    assert L.sinks[c.stage.sink].port_n == 1 and c.q.holds(c.stage.sink, waiting)
+    newer = c.frame()               # the port keeps the newest (latest policy): the older goes back
+    assert L.queued[waiting] and c.q.holds(c.stage.sink, newer)
+    assert lib.sits_queue_release(L, c.sink, held) == 0     # its buffer back: the job starts
+    out = c.made()
+    assert out == held
+    np.testing.assert_array_equal(c.output(out), c.expected(newer))
+    assert c.stage.counts()["dropped"] == 1
+
+
+def test_closing_the_stage_gives_back_what_it_holds(chain):
+    c = chain()
+    L = c.q.c_queue
+    cam = c.frame()
+    c.stage.close()
+    assert not L.holds[cam] and L.queued[cam]
