@@ -5,11 +5,12 @@ the display's frames (waiting -> committed -> on screen -> leaving the
 screen) and commits the steady state itself; its port keeps the newest
 frame only. What is left here is what only Python does, when the C half
 asks (SITS_Q_SINK): the first commit (a modeset), commits that carry a
-writeback (--verify, --snapshot), the CPU conversion when no plane shows
-the camera's format, the wait for an out-fence that had not signalled at
-its flip; and the freeze frame of a lost camera, picking the mode again
-after a hotplug. Framebuffers are made once per capture buffer (PRIME
-import of its dma-buf).
+writeback (--verify, --snapshot), the wait for an out-fence that had not
+signalled at its flip; and the freeze frame of a lost camera, picking the
+mode again after a hotplug. Framebuffers are made once per capture buffer
+(PRIME import of its dma-buf). When no plane shows the camera's format,
+the display takes the frames of a conversion stage (convert_stage.py)
+instead, made into three dumb buffers of its own, off the loop's thread.
 """
 import os
 
@@ -20,7 +21,7 @@ from sits.formats import BY_V4L2, drm_for_v4l2
 from sits.pipeline.frame_queue import NONE
 from sits.pipeline.stats import histogram_percentiles
 
-OWN, COPY = lib.SITS_KMS_OWN, lib.SITS_KMS_COPY
+OWN = lib.SITS_KMS_OWN
 
 
 class KmsDisplay:
@@ -34,7 +35,7 @@ class KmsDisplay:
         self.framebuffers: dict[int, Framebuffer] = {}   # capture buffer index -> its framebuffer
         # on screen + in flight + being written: three are always enough
         self.dumbs = [] if zero_copy else [DumbBuffer(card, fmt.width, fmt.height, "XR24") for _ in range(3)]
-        self._dumb_i = 0
+        self.stage = None          # the conversion stage the display takes its frames from (not zero-copy)
         self.freeze_buffer = None
         self._freeze_from = None   # a lost camera's buffers, one of which is on screen
         self.paused = False        # no display connected (hotplug)
@@ -69,6 +70,9 @@ class KmsDisplay:
         out, card = self.out, self.card
         if self.queue is None:
             self.queue = queue
+            if not self.zero_copy:
+                self.stage = self._conversion(queue, cap)
+                pipeline.watch(self.stage.fileno(), lambda: self._handle(queue.capture(self.stage.source)))
             K = self.K = ffi.new("struct sits_kms *")
             K.dfd = card.fileno()
             K.plane_id = out.plane_id
@@ -79,12 +83,34 @@ class KmsDisplay:
             self._latency_slots = ffi.new("uint32_t[]", SLOTS)
             self._submit_slots = ffi.new("uint32_t[]", SLOTS)
             K.latency.slots, K.submit.slots = self._latency_slots, self._submit_slots
-            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self)
+            takes = queue.camera if self.stage is None else self.stage.source
+            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, source=takes)
             queue.sink_fd(self.sink, K.dfd)
+        elif self.stage is not None:   # a camera come back
+            self.stage.set_inputs(*self._inputs(cap))
         if self.zero_copy:
             for b in cap.buffers:
                 self.K.fb_id[b.index] = self.framebuffer(b).id
+        else:
+            for index, dumb in zip(queue.buffers_of(self.stage.source), self.dumbs):
+                self.K.fb_id[index] = dumb.fb.id
         self.sync()
+
+    @staticmethod
+    def _inputs(cap):
+        """The camera's buffers' bytes and dma-bufs, for the conversion stage."""
+        return ({b.index: b.dmabuf.map() for b in cap.buffers}, {b.index: b.dmabuf.fileno() for b in cap.buffers})
+
+    def _conversion(self, queue, cap):
+        from sits.pipeline.convert_stage import convert_stage
+        f = cap.format
+        inputs, dmabufs = self._inputs(cap)
+        return convert_stage(queue, f.fourcc, f.width, f.height, f.bytesperline, inputs,
+                             [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs)
+
+    def _dumb_of(self, index: int) -> DumbBuffer:
+        """The dumb buffer of the conversion stage's buffer `index`."""
+        return self.dumbs[self.queue.buffers_of(self.stage.source).index(index)]
 
     def forget_device(self) -> list:
         """The camera went: its framebuffers, to close once nothing shows them."""
@@ -93,9 +119,9 @@ class KmsDisplay:
 
     def sync(self) -> None:
         """The queue's view of what Python must do: every commit until the
-        first (a modeset) and on the conversion path, a writeback when due."""
+        first (a modeset), a writeback when due."""
         K = self.K
-        K.python_commits = int(not self.zero_copy or not self.out.configured)
+        K.python_commits = int(not self.out.configured)
         # the vblank grid the timeline's late rule reads; a modeset starts a new one
         K.vblank_period_ns = self.out.mode.frame_ns
         if not self.out.configured:
@@ -181,8 +207,8 @@ class KmsDisplay:
     # ---------------------------------------------------------- commits
     def _committed(self, showing: int, fence) -> None:
         """Python made the commit (user_data tag + 1) showing the waiting
-        frame (its buffer index, or COPY: a CPU copy of it) or a buffer of
-        its own (OWN); the C half owns the out-fence from now on."""
+        frame (its buffer index) or a buffer of its own (OWN); the C half
+        owns the out-fence from now on."""
         fd = fence.detach() if fence is not None else -1
         self.queue.step(lib.sits_kms_committed, self.K, showing, fd, self.out.flipped_ns)
 
@@ -194,14 +220,13 @@ class KmsDisplay:
             return
         wb = self.writeback
         wb_fb = wb.buffer.fb if wb is not None and wb.wanted(K.displayed, q.captured) else None
-        buf = self.device.buffers[index]
         dumb = lease = None
-        if self.zero_copy:
-            showing, fb = index, self.framebuffer(buf)
+        if self.stage is None:
+            fb = self.framebuffer(self.device.buffers[index])
             if wb_fb is not None:
                 lease = q.frame(index).lease("verify")
-        else:
-            showing, dumb = COPY, self._convert(buf)
+        else:   # the display holds the stage's buffer while it is on screen, and no commit replaces it before the check
+            dumb = self._dumb_of(index)
             fb = dumb.fb
         sequence = q.sequence(index)
         try:
@@ -211,7 +236,7 @@ class KmsDisplay:
                 lease.release()
             raise
         self.commits += 1
-        self._committed(showing, fences.get("OUT_FENCE_PTR"))
+        self._committed(index, fences.get("OUT_FENCE_PTR"))
         if wb_fb is not None:
             wb.pending = True
             self._watch_fence(fences.get("WRITEBACK_OUT_FENCE_PTR"),
@@ -229,18 +254,6 @@ class KmsDisplay:
             self.sync()
             self.try_commit()
 
-    def _convert(self, buf) -> DumbBuffer:
-        from sits.pipeline import convert
-        dumb = self.dumbs[self._dumb_i % len(self.dumbs)]
-        self._dumb_i += 1
-        f = buf.format
-        with buf.dmabuf.cpu_access() as m:
-            src = convert.rows(m, f.height, f.bytesperline, f.width * 2)
-            # the mapping is whole pages: the image is its first height x pitch bytes
-            dst = convert.rows(dumb.map(), dumb.height, dumb.pitch, f.width * 4)
-            convert.CONVERTERS[f.fourcc](src, dst.reshape(f.height, f.width, 4))
-        return dumb
-
     def freeze(self, buffers) -> None:
         """Show a copy of the frame on screen (of a lost camera's `buffers`)
         as soon as no flip is in flight, so that the camera's buffers can go."""
@@ -255,8 +268,8 @@ class KmsDisplay:
         from sits.pipeline import convert
         self._freeze_from = None
         index = self.K.on_screen.index
-        if index < 0:
-            return   # nothing of the camera's on screen
+        if index < 0 or index >= len(buffers):
+            return   # nothing of the camera's on screen (a conversion's buffer stays)
         buf = buffers[index]
         f = buf.format
         bpp = BY_V4L2[f.fourcc].bpp
@@ -278,6 +291,8 @@ class KmsDisplay:
         self.out.restore()
 
     def close(self) -> None:
+        if self.stage is not None:
+            self.stage.close()     # before the buffers it reads and writes go
         for fb in self.framebuffers.values():
             fb.close()
         self.framebuffers = {}

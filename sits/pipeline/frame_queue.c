@@ -76,6 +76,11 @@ const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index)
 	return &L->frames[index];
 }
 
+int sits_queue_made(struct sits_queue *L, int32_t index)
+{
+	return index >= 0 && index < SITS_Q_MAX_BUFS && !L->sources[L->buffer_source[index]].counted;
+}
+
 /* Sequence numbers the source skipped between two frames (no buffer was
  * queued when it had one to fill): V4L2's rule, for every kind of source. */
 static void count_sequence(struct sits_q_source *src, uint32_t sequence)

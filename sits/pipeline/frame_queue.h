@@ -224,6 +224,7 @@ int sits_queue_fail(struct sits_queue *L, int op, int index);
 int sits_queue_with_driver(struct sits_queue *L, int32_t source);
 int64_t sits_queue_captured(struct sits_queue *L);
 const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index);
+int sits_queue_made(struct sits_queue *L, int32_t index);   /* its frame was made by a stage (a copy) */
 void sits_queue_timeline_cuda(struct sits_queue *L, int32_t index, int32_t done, int64_t ns);
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied);
 void sits_timeline_flip(struct sits_queue *L, uint32_t shown, uint32_t replaced, int64_t ns, uint32_t seq);

@@ -474,6 +474,8 @@ class Pipeline:
             s.c_loop_commits = self.display.c_commits()
             s.latency_ms = self.display.latency_ms()
             s.dequeue_to_commit_ms = self.display.submit_ms()
+            if self.display.stage is not None:
+                s.stages = {"convert": self.display.stage.counts()}
         s.wakeups = {"c_loop": q.wakeups, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)

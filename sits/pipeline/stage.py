@@ -16,11 +16,13 @@ from sits.errors import DeviceError
 
 class Stage:
     def __init__(self, queue, work, work_state, *, takes: int, inputs: dict[int, object],
-                 outputs: list[object], out_bytes: int, policy: str = "latest", depth: int = 1):
+                 outputs: list[object], out_bytes: int, dmabufs: dict[int, int] | None = None,
+                 policy: str = "latest", depth: int = 1):
         """A stage of `queue` from now on: `work` (a struct sits_stage_work
         *) with `work_state` (its struct; kept alive here) makes frames of
         source `takes`, whose buffers' bytes are `inputs` (the queue's
-        buffer number -> a writable buffer object), into `outputs` (buffer
+        buffer number -> a writable buffer object; `dmabufs`: -> the
+        dma-buf fd whose reads are bracketed), into `outputs` (buffer
         objects of its own, `out_bytes` of image each); its port's
         `policy` and `depth`."""
         self.queue = queue
@@ -30,8 +32,8 @@ class Stage:
         S.go_fd = S.done_fd = -1
         S.sink = self.sink = queue.add_sink(lib.sits_stage_sink(), S, policy, depth, half=self, source=takes)
         S.source = self.source = queue.add_source(lib.sits_stage_source(), S, len(outputs), counted=False, half=self)
-        for index, buf in inputs.items():
-            S.in_ptr[index] = self._pointer(buf)
+        self._inputs: list = []
+        self.set_inputs(inputs, dmabufs)
         for index, buf in zip(queue.buffers_of(self.source), outputs):
             S.out_ptr[index] = self._pointer(buf)
         err = lib.sits_stage_start(S)
@@ -39,6 +41,21 @@ class Stage:
             raise DeviceError(f"a stage's worker thread: {err}")
         queue.set_source_fd(self.source, S.done_fd)
         queue.requeue_idle(self.source)
+
+    def set_inputs(self, inputs: dict[int, object], dmabufs: dict[int, int] | None = None) -> None:
+        """The input buffers' bytes (again, for a camera come back: the
+        old camera's are not read any more once it could close)."""
+        S = self.S
+        for p in self._inputs:
+            ffi.release(p)
+        self._inputs = []
+        for index, buf in inputs.items():
+            p = ffi.from_buffer(buf)
+            self._inputs.append(p)
+            S.in_ptr[index] = p
+            S.in_dmabuf[index] = 0
+        for index, fd in (dmabufs or {}).items():
+            S.in_dmabuf[index] = fd + 1
 
     def _pointer(self, buf):
         p = ffi.from_buffer(buf)
@@ -63,3 +80,6 @@ class Stage:
             self.queue.set_source_fd(self.source, -1)
             self.queue.forget_queued(self.source)
             self.queue.release_all(self.sink)
+        for p in self._inputs + self._keep[1:]:
+            ffi.release(p)     # the mappings may close now
+        self._inputs, self._keep = [], self._keep[:1]

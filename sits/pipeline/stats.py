@@ -47,6 +47,9 @@ class Summary:
     wakeups: dict = field(default_factory=lambda: {"c_loop": 0, "python": 0})
     # --timeline: {"file", "records" (one per captured frame), "lost" (never, unless a bug)}
     timeline: dict | None = None
+    # stage name -> {"frames" made, "errors", "dropped" (a newer frame came first),
+    # "work_ms_mean", "work_ms_max" (its worker's time a frame)}
+    stages: dict = field(default_factory=dict)
     # consumer name -> {"taken", "dropped" (by its policy), "left" (queued at the stop)}
     consumers: dict = field(default_factory=dict)
     # consumers' own sections (Consumer.report(): e.g. "cuda"), top-level keys in as_dict()

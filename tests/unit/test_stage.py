@@ -3,8 +3,8 @@ time: the timer source stands in for the camera (tests/unit/queue_steps.py's
 Ticks, its buffers' bytes numpy arrays), the CPU conversion (stages/convert.c)
 is the work, on its own thread, and a Python sink of the stage's frames
 takes what it makes. The queue's conservation check ends every step."""
-import os
 import select
+import time
 
 import numpy as np
 import pytest
@@ -12,24 +12,30 @@ import pytest
 from sits._kernel import lib
 from sits.pipeline import convert
 from sits.pipeline.convert_stage import convert_stage
+from sits.journey import record
 from sits.pipeline.frame_queue import NONE, FrameQueue
-from tests.unit.queue_steps import Ticks
+from sits.pipeline.timeline import Timeline
+from tests.unit.queue_steps import KmsStandIn, Ticks
 
 W, H = 16, 4
 STRIDE, PITCH = W * 2 + 8, W * 4 + 16   # padded rows on both sides
 
 
 class Chain:
-    def __init__(self, fourcc="YUYV", nbufs=4, outputs=2):
+    def __init__(self, fourcc="YUYV", nbufs=4, outputs=2, timeline=None, display=False):
         self.epoll = select.epoll()     # the steps below never wait on it
         self.q = FrameQueue(self.epoll.fileno())
+        if timeline:
+            self.q.record_timeline(Timeline(timeline))
         self.ticks = Ticks(self.q, nbufs)
         rng = np.random.default_rng(7)
         self.inputs = {i: rng.integers(0, 256, (H, STRIDE), np.uint8) for i in range(nbufs)}
         self.outputs = [np.zeros((H, PITCH), np.uint8) for _ in range(outputs)]
         self.stage = convert_stage(self.q, fourcc, W, H, STRIDE, self.inputs, self.outputs, PITCH)
         self.fourcc = fourcc
-        self.sink = self.q.add_sink(None, None, "latest", 1, source=self.stage.source)
+        self.display = KmsStandIn(self.q, source=self.stage.source) if display else None
+        if not display:
+            self.sink = self.q.add_sink(None, None, "latest", 1, source=self.stage.source)
 
     def frame(self) -> int:
         """A tick: the camera's frame, offered to the stage; its buffer."""
@@ -38,6 +44,12 @@ class Chain:
         L = self.q.c_queue
         out = [i for i in self.q.buffers_of(self.q.camera) if not L.queued[i]]
         return max(out, key=lambda i: L.frames[i].sequence)
+
+    def take_made(self) -> int:
+        """The worker's next frame, taken by the stage's source: its code."""
+        r, _, _ = select.select([self.stage.fileno()], [], [], 10)
+        assert r, "the worker made no frame in 10 s"
+        return self.q.capture(self.stage.source)
 
     def made(self):
         """The worker's next frame, taken by the stage's source: what the
@@ -67,6 +79,8 @@ class Chain:
 
     def close(self):
         self.stage.close()
+        if self.display is not None:
+            self.display.close()
         self.ticks.close()
         self.epoll.close()
 
@@ -131,3 +145,22 @@ def test_closing_the_stage_gives_back_what_it_holds(chain):
     cam = c.frame()
     c.stage.close()
     assert not L.holds[cam] and L.queued[cam]
+
+
+def test_a_made_frame_is_a_copy_in_its_record_which_stays_open_until_the_copy_leaves_the_screen(chain, tmp_path):
+    path = str(tmp_path / "t.ndjson")
+    c = chain(timeline=path, display=True)
+    d = c.display
+    flips = []
+    for _ in range(2):
+        c.frame()
+        assert d.asked(c.take_made(), lib.SITS_KMS_ASK_COMMIT)    # the display takes the stage's frame
+        d.commit(t := time.monotonic_ns())
+        flips.append(d.flip(t))
+        d.flip_events()
+    summary = c.q.end_timeline()
+    f1, f2 = record.read(path)
+    assert summary["records"] == 2 and f1["sequence"] < f2["sequence"]
+    assert f1["copied"] and f2["copied"]
+    assert f1["requeued_ns"] < f1["scanout_ns"] == flips[0]    # the camera's buffer went back once made
+    assert f1["replaced_ns"] == flips[1]      # the record lasted until its copy left the screen

@@ -26,7 +26,6 @@
 /* cdef-begin */
 enum {
 	SITS_KMS_OWN = -2,      /* a commit of a buffer of Python's own (freeze frame) */
-	SITS_KMS_COPY = -3,     /* a commit of a CPU copy of a captured frame (conversion path) */
 };
 
 /* what the C half asks of the Python half (SITS_Q_SINK) */
@@ -38,7 +37,7 @@ enum {
 /* One commit: pending until its flip event, on_screen until the next flip,
  * retire while the out-fence of the commit that replaced it has not signalled. */
 struct sits_kms_commit {
-	int32_t index;          /* capture buffer, or SITS_Q_NONE / SITS_KMS_OWN / SITS_KMS_COPY */
+	int32_t index;          /* the frame's buffer, or SITS_Q_NONE / SITS_KMS_OWN */
 	uint32_t sequence, tag, record;
 	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
 	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
@@ -69,7 +68,7 @@ struct sits_kms {
 const struct sits_sink_ops *sits_kms_sink(void);   /* its C half */
 int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D);
-/* showing: the waiting frame's buffer, SITS_KMS_COPY (a CPU copy of it) or SITS_KMS_OWN (a buffer of Python's own) */
+/* showing: the waiting frame's buffer or SITS_KMS_OWN (a buffer of Python's own) */
 void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns);
 int sits_kms_retired(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D);
@@ -95,7 +94,7 @@ int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
 	return s->port_n ? s->port[0] : SITS_Q_NONE;
 }
 
-/* A commit of buffer `index` (`showing` it, a copy of it or an own buffer)
+/* A commit of buffer `index` (`showing` it, or an own buffer)
  * was made, by C or by Python, with user_data tag + 1. */
 static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t showing, int32_t fence,
 		  int64_t started_ns)
@@ -126,7 +125,7 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 			__u64 late = sits_late_ns((__u64)D->last_vblank_ns,
 						  D->vblank_period_ns > 0 ? (__u64)D->vblank_period_ns : 0,
 						  (__u64)f->dequeued_ns, (__u64)started_ns);
-			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, showing == SITS_KMS_COPY);
+			sits_timeline_committed(L, f->record, started_ns, (int64_t)late, sits_queue_made(L, index));
 		}
 	}
 	commit.fence = fence;
@@ -143,8 +142,6 @@ void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showin
 	struct sits_sink *s = sink(L, D);
 	int32_t index = sits_port_take(L, s);
 	shown(L, D, index, showing, fence, started_ns);
-	if (showing == SITS_KMS_COPY)
-		sits_let_go(L, s, index);   /* the CPU copy is done with it; a failed QBUF is retried */
 }
 
 /* Show the waiting frame: FB_ID on the plane; the mode, geometry and

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 
 #include "sits_kernel.h"
 #include "frame_queue.h"
@@ -33,6 +34,19 @@ struct worker {
 	pthread_t thread;
 	int quit;
 };
+
+/* CPU reads of a dma-buf are bracketed, so that caches are right where
+ * the device writes without snooping them. */
+static int bracket(struct sits_stage *S, int32_t in, uint64_t when)
+{
+	if (!S->in_dmabuf[in])
+		return 0;
+	struct dma_buf_sync sync = {.flags = when | DMA_BUF_SYNC_READ};
+	while (ioctl(S->in_dmabuf[in] - 1, DMA_BUF_IOCTL_SYNC, &sync) < 0)
+		if (errno != EINTR && errno != EAGAIN)
+			return errno;
+	return 0;
+}
 
 static void *work_loop(void *arg)
 {
@@ -47,7 +61,11 @@ static void *work_loop(void *arg)
 		}
 		if (__atomic_load_n(&w->quit, __ATOMIC_ACQUIRE))
 			break;
-		int err = S->work->work(S, S->job_in, S->job_bytes, S->job_out);
+		int err = bracket(S, S->job_in, DMA_BUF_SYNC_START);
+		if (!err)
+			err = S->work->work(S, S->job_in, S->job_bytes, S->job_out);
+		int end = bracket(S, S->job_in, DMA_BUF_SYNC_END);
+		err = err ? err : end;
 		__atomic_store_n(&S->job_err, err, __ATOMIC_RELEASE);
 		n = 1;
 		if (write(S->done_fd, &n, sizeof n) != sizeof n)

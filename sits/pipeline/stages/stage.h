@@ -23,6 +23,7 @@ struct sits_stage {
 	void *work_state;                       /* the work's own struct */
 	int32_t sink, source;                   /* its ids in the queue: the frames it takes, the buffers it fills */
 	const uint8_t *in_ptr[SITS_Q_MAX_BUFS];  /* each input buffer's bytes, by the queue's numbering */
+	int32_t in_dmabuf[SITS_Q_MAX_BUFS];     /* its dma-buf's fd + 1, whose reads DMA_BUF_IOCTL_SYNC brackets (0: plain memory) */
 	uint8_t *out_ptr[SITS_Q_MAX_BUFS];       /* each of its own buffers' bytes */
 	uint32_t out_bytes;                     /* what a made frame's bytesused says */
 	/* state */
