@@ -22,6 +22,7 @@ struct sits_frame {
 	__u64 scanout_ns;    /* the vblank it went on screen at */
 	__u64 replaced_ns;   /* the vblank the next frame on its plane did */
 	__u64 requeued_ns;
+	__u64 made_ns;       /* a stage made it into a buffer of its own (the frame queue's) */
 	__u64 cuda_submitted_ns;   /* its conversion was launched (the frame queue's) */
 	__u64 cuda_done_ns;        /* ... and completed on the GPU */
 	__u64 late_ns;       /* committed this long after a vblank that followed its dequeue */

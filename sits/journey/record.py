@@ -24,6 +24,7 @@ from sits.ebpf.header import FRAME_DROPS, FRAME_FLAGS, FRAME_STAGES
 #:   requeued   VIDIOC_QBUF gave the buffer back
 #: then sits' own pipeline's:
 STAGES = (*FRAME_STAGES,
+          "made",            # a stage (the display's CPU conversion) made it into a buffer of its own
           "cuda_submitted",  # its conversion was launched
           "cuda_done")       # ... and completed on the GPU
 

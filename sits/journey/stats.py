@@ -15,9 +15,10 @@ from sits.journey.record import DROP_CAUSES, STAGES
 
 DISPLAY_CHAIN = STAGES[:6]  # captured .. requeued
 #: the stages a stage's span may start from, nearest first: the display
-#: chain runs in STAGES order; the CUDA stages are a consumer beside the
-#: display, so their chain branches off at dequeued
+#: chain runs in STAGES order; a stage's making (the display's conversion)
+#: and the CUDA stages branch off at dequeued
 SPAN_FROM = {**{s: DISPLAY_CHAIN[i - 1::-1] for i, s in enumerate(DISPLAY_CHAIN) if i},
+             "made": ("dequeued", "captured"),
              "cuda_submitted": ("dequeued", "captured"),
              "cuda_done": ("cuda_submitted", "dequeued", "captured")}
 _SPAN_KEYS = tuple((s, f"{s}_ns", tuple(f"{p}_ns" for p in SPAN_FROM[s])) for s in SPAN_FROM)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sits.journey.stats import SPAN_FROM, Journey, span_name, spans
 
 #: one glyph per stage span, drawn from its start to the stage
-GLYPHS = {"dequeued": "d", "committed": "c", "scanout": "s", "replaced": "#", "requeued": "r",
+GLYPHS = {"dequeued": "d", "committed": "c", "scanout": "s", "replaced": "#", "requeued": "r", "made": "m",
           "cuda_submitted": "u", "cuda_done": "g"}
 _CUDA = ("cuda_submitted", "cuda_done")
 _LABEL = 8   # the sequence number

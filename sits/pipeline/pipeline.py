@@ -467,15 +467,19 @@ class Pipeline:
         q = self.queue
         c = q.source_counts()
         s.frames_captured = q.captured
+        stage, display_dropped = None, 0
         if self.display is not None and self.display.K is not None:
             d = self.display.counts()
+            display_dropped = d["dropped"]
             s.frames_displayed, s.frames_dropped = d["displayed"], d["dropped"]
             s.timestamp_anomalies = d["anomalies"]
             s.c_loop_commits = self.display.c_commits()
             s.latency_ms = self.display.latency_ms()
             s.dequeue_to_commit_ms = self.display.submit_ms()
-            if self.display.stage is not None:
-                s.stages = {"convert": self.display.stage.counts()}
+            stage = self.display.stage.counts() if self.display.stage is not None else None
+            if stage is not None:   # its frames that never reached the display are the display's drops too
+                s.stages = {"convert": stage}
+                s.frames_dropped += stage["dropped"] + stage["errors"]
         s.wakeups = {"c_loop": q.wakeups, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
@@ -485,9 +489,11 @@ class Pipeline:
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.drops = {"sequence_gap": c["sequence_gaps"]}
         if self.display is not None:
-            s.drops["display"] = s.frames_dropped
-            if self.display.writeback is not None:
-                s.verify = dict(self.display.writeback.counts)
+            s.drops["display"] = display_dropped
+        if stage is not None:
+            s.drops["convert"], s.drops["convert_error"] = stage["dropped"], stage["errors"]
+        if self.display is not None and self.display.writeback is not None:
+            s.verify = dict(self.display.writeback.counts)
         for port in self.ports:
             s.drops[port.consumer.name] = port.drops
             s.consumers[port.consumer.name] = port.counts()

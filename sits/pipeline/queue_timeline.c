@@ -73,6 +73,7 @@ void sits_timeline_staged(struct sits_queue *L, int32_t from, struct sits_q_fram
 		return;
 	L->buffer_record[f->index] = (uint8_t)record;
 	L->record_holds[record - 1] |= HOLD_STAGED;
+	L->open_records[record - 1].made_ns = sits_now_ns();
 }
 
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied)

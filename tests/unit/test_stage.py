@@ -162,5 +162,6 @@ def test_a_made_frame_is_a_copy_in_its_record_which_stays_open_until_the_copy_le
     f1, f2 = record.read(path)
     assert summary["records"] == 2 and f1["sequence"] < f2["sequence"]
     assert f1["copied"] and f2["copied"]
-    assert f1["requeued_ns"] < f1["scanout_ns"] == flips[0]    # the camera's buffer went back once made
+    assert f1["dequeued_ns"] < f1["made_ns"] <= f1["requeued_ns"]   # the camera's buffer went back once made
+    assert f1["made_ns"] < f1["committed_ns"] and f1["requeued_ns"] < f1["scanout_ns"] == flips[0]
     assert f1["replaced_ns"] == flips[1]      # the record lasted until its copy left the screen

@@ -54,7 +54,8 @@ def test_timeline_records_match_the_summary_and_each_other(sits, fmt, memory, na
     # the summary's counts, from the records
     assert len(recs) == s["frames_captured"] == FRAMES
     assert sum(x["scanout_ns"] is not None for x in recs) == s["frames_displayed"] > 0
-    assert sum(x["committed_ns"] is None for x in recs) == s["drops"]["display"]
+    assert sum(x["committed_ns"] is None for x in recs) == s["frames_dropped"] == \
+        s["drops"]["display"] + s["drops"].get("convert", 0) + s["drops"].get("convert_error", 0)
     assert sum(x["skipped_before"] for x in recs) == s["drops"]["sequence_gap"]
 
     # capture order, each frame's own sequence number and buffer
@@ -73,8 +74,11 @@ def test_timeline_records_match_the_summary_and_each_other(sits, fmt, memory, na
             last_requeue[x["buffer"]] = x["requeued_ns"]
 
     # stages in order on each clock: sits' own, and vkms's vblank clock
-    for earlier, later in (("dequeued_ns", "committed_ns"), ("committed_ns", "requeued_ns"),
-                           ("dequeued_ns", "requeued_ns"), ("scanout_ns", "replaced_ns")):
+    # (a copy: the conversion stage made it, then its buffer went back, then the copy was committed)
+    pairs = ((("dequeued_ns", "made_ns"), ("made_ns", "requeued_ns"), ("made_ns", "committed_ns")) if copy
+             else (("committed_ns", "requeued_ns"),))
+    for earlier, later in (("dequeued_ns", "committed_ns"), ("dequeued_ns", "requeued_ns"),
+                           ("scanout_ns", "replaced_ns"), *pairs):
         assert _order_breaks(recs, earlier, later) == 0, (earlier, later)
     # across clocks, vivid's and vkms's drift from sits' under the VM's
     # emulated CPU; the summary counts where (timestamp_anomalies), and the
@@ -83,6 +87,10 @@ def test_timeline_records_match_the_summary_and_each_other(sits, fmt, memory, na
     for x in recs:
         committed = x["committed_ns"] is not None
         assert x["copied"] is (copy and committed)
+        if not copy:
+            assert x["made_ns"] is None
+        elif committed:
+            assert x["made_ns"] is not None   # a copy is committed only once the stage made it
         assert x["cuda_submitted_ns"] is x["cuda_done_ns"] is None
         if x["late_ns"] is not None:
             # committed late_ns after a vblank that came after its dequeue

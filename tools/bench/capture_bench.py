@@ -58,20 +58,23 @@ STEADY_SHARE = 0.5    # the steady window is this share of the streaming time
 LATENCY_FRAMES = 60
 
 
-def gst(io_mode: str, frames: int, fps: int) -> list[str]:
+def gst(io_mode: str, frames: int, fps: int, fmt: str = "BGRx", convert: bool = False) -> list[str]:
     w, h = size_at(fps)
+    to_rgb = ["videoconvert", "!", "video/x-raw,format=BGRx", "!"] if convert else []
     return ["gst-launch-1.0", "-q", "-e", "v4l2src", "device=/dev/video0", f"io-mode={io_mode}",
-            f"num-buffers={frames}", "!", f"video/x-raw,format=BGRx,width={w},height={h},framerate={fps}/1",
-            "!", "kmssink", "driver-name=vkms"]
+            f"num-buffers={frames}", "!", f"video/x-raw,format={fmt},width={w},height={h},framerate={fps}/1",
+            "!", *to_rgb, "kmssink", "driver-name=vkms"]
 
 
-def sits(memory: str, frames: int, fps: int, *extra: str) -> list[str]:
+def sits(memory: str, frames: int, fps: int, *extra: str, fmt: str = "XR24") -> list[str]:
     w, h = size_at(fps)
-    return [*SITS, "capture", "--to-kms", "--device", "/dev/video0", "--format", "XR24",
+    return [*SITS, "capture", "--to-kms", "--device", "/dev/video0", "--format", fmt,
             "--size", f"{w}x{h}", "--fps", str(fps), "--memory", memory, "--frames", str(frames), "--json", *extra]
 
 
 SITS_MMAP, GST_DMABUF = "sits mmap (EXPBUF) -> KMS", "gst v4l2src io-mode=dmabuf ! kmssink"
+SITS_CONVERT = "sits YUYV -> conversion stage -> KMS"
+GST_CONVERT = "gst v4l2src YUY2 ! videoconvert ! kmssink"
 PIPELINES = {
     SITS_MMAP: lambda n, f: sits("mmap", n, f),
     "sits udmabuf -> KMS": lambda n, f: sits("udmabuf", n, f),
@@ -82,7 +85,13 @@ PIPELINES = {
                                                           *sits("mmap", n, f)[2:]],
     GST_DMABUF: lambda n, f: gst("dmabuf", n, f),
     "gst v4l2src io-mode=mmap ! kmssink": lambda n, f: gst("mmap", n, f),
+    # a camera format no plane shows (vkms has no YUV plane): a CPU conversion to XRGB8888
+    SITS_CONVERT: lambda n, f: sits("mmap", n, f, fmt="YUYV"),
+    GST_CONVERT: lambda n, f: gst("mmap", n, f, fmt="YUY2", convert=True),
 }
+# each sits pipeline's peer (the ratios' base): GStreamer's dmabuf path, or
+# for the conversion its own CPU conversion
+PEER = {SITS_CONVERT: GST_CONVERT}
 # the sweep's default: the pair the headline compares
 DEFAULT_ONLY = f"{SITS_MMAP},{GST_DMABUF}"
 
@@ -220,18 +229,19 @@ def measure(fps: int, names: list[str]) -> dict:
 
 def report(fps: int, results: dict) -> None:
     w, h = size_at(fps)
-    base = results.get(GST_DMABUF)
     clock = os.environ.get("BENCH_CLOCK", "tcg")
-    print(f"\ncapture -> KMS, vivid XR24 {w}x{h} at {fps} fps on vkms, {os.cpu_count()} vCPU(s), "
+    print(f"\ncapture -> KMS, vivid {w}x{h} at {fps} fps on vkms, {os.cpu_count()} vCPU(s), "
           f"median of {REPS}, guest clock: {clock}"
           + (" (QEMU -icount shift=3: 8 ns a guest instruction; the ms are instruction counts, "
              "the ratios are what compares)" if clock == "icount" else " (host time: moves with the host's load)"))
     print(f"marginal = CPU of a {LONG}-frame run minus a {SHORT}-frame run, / {LONG - SHORT}; "
           f"steady = scheduler runtime (/proc/PID/schedstat) over the middle of the {LONG}-frame run's "
-          "streaming, / frames in that time")
+          "streaming, / frames in that time; ratios against each one's peer (GStreamer's dmabuf path, "
+          "or its videoconvert for the conversion)")
     print(f"{'pipeline':40s} {'marginal':>9s} {'ratio':>6s} {'steady':>7s} {'ratio':>6s} {'fps':>6s} "
           f"{'latency p50':>11s}  zero-copy  runs (marginal | steady)")
     for name, r in results.items():
+        base = results.get(PEER.get(name, GST_DMABUF))
         ratio = r["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] if base and base["cpu_ms_per_frame"] else float("nan")
         sratio = r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"] if base else float("nan")
         runs = ("/".join(f"{v:.2f}" for v in r["runs"]) + " | "
