@@ -157,12 +157,18 @@ class KmsDisplay:
         self._handle(self.queue.step(lib.sits_kms_try_commit, self.K))
 
     def drop_waiting(self) -> None:
-        """The frame waiting for a commit is dropped (the run stops, the camera went)."""
+        """The frame waiting for a commit is dropped (the run stops, the camera
+        went), and those waiting for the conversion; the one being converted
+        is still shown."""
         self.queue.step(lib.sits_kms_drop_waiting, self.K)
+        if self.stage is not None:
+            self.stage.drop_waiting()
 
     def busy(self) -> bool:
-        """A flip in flight, or a frame leaving the screen that waits for its fence."""
-        return self.K.pending.index != NONE or self.K.retire.index != NONE
+        """A flip in flight, a frame leaving the screen that waits for its
+        fence, or a frame being converted for the screen."""
+        return (self.K.pending.index != NONE or self.K.retire.index != NONE
+                or (self.stage is not None and self.stage.busy()))
 
     def holds(self, index: int) -> bool:
         """Buffer `index` waits for a commit, is committed, on screen or leaving the screen."""

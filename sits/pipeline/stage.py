@@ -62,6 +62,15 @@ class Stage:
         self._keep.append(p)
         return p
 
+    def busy(self) -> bool:
+        """A frame is with the worker."""
+        return bool(self.S.busy)
+
+    def drop_waiting(self) -> int:
+        """The frames waiting for the stage are dropped (the run stops); the
+        one with the worker is made and offered still."""
+        return self.queue.step(lib.sits_stage_drop_waiting, self.S)
+
     def fileno(self) -> int:
         """Readable when the worker has made a frame (the stage's source fd)."""
         return self.S.done_fd

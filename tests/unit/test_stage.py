@@ -165,3 +165,15 @@ def test_a_made_frame_is_a_copy_in_its_record_which_stays_open_until_the_copy_le
     assert f1["dequeued_ns"] < f1["made_ns"] <= f1["requeued_ns"]   # the camera's buffer went back once made
     assert f1["made_ns"] < f1["committed_ns"] and f1["requeued_ns"] < f1["scanout_ns"] == flips[0]
     assert f1["replaced_ns"] == flips[1]      # the record lasted until its copy left the screen
+
+
+def test_at_the_stop_the_frames_waiting_for_the_stage_are_dropped_and_the_one_being_made_still_comes(chain):
+    c = chain()
+    L = c.q.c_queue
+    first = c.frame()               # with the worker (the loop has not taken its frame yet)
+    second = c.frame()              # waits in the stage's port
+    assert c.stage.busy() and c.q.holds(c.stage.sink, second)
+    c.stage.drop_waiting()
+    assert L.queued[second] and c.stage.counts()["dropped"] == 1
+    out = c.made()
+    assert L.frames[out].sequence == L.frames[first].sequence and not c.stage.busy()

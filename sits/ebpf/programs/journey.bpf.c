@@ -168,6 +168,10 @@ SITS_HASH(BPF_MAP_TYPE_LRU_HASH, 64, __u64, struct queue_seq) queue_seq SEC(".ma
 
 struct process_frames {
 	__u64 last_dequeued;   /* id, 0 none */
+	/* the latest frame it gave back uncommitted (id, 0 none): a copy of it
+	 * may still be committed, by a process that converts off its loop's
+	 * thread and gives the buffer back once the copy is made */
+	__u64 last_requeued;
 	__u32 zero_copy;       /* it has committed a capture buffer: no copies to join */
 	__u32 pad;
 };
@@ -348,7 +352,7 @@ static __always_inline void maybe_done(__u64 id, struct sits_frame *f)
 		return;
 	}
 	p = bpf_map_lookup_elem(&process_frames, &f->pid);
-	if (!p || p->zero_copy || p->last_dequeued != id)
+	if (!p || p->zero_copy || (p->last_dequeued != id && p->last_requeued != id))
 		emit(id, f);
 }
 
@@ -379,6 +383,18 @@ int BPF_PROG(sits_journey_qbuf, void *q, struct vb2_buffer___sits *vb)
 	f = bpf_map_lookup_elem(&frames, &fid);
 	if (f && !f->requeued_ns) {
 		f->requeued_ns = bpf_ktime_get_ns();
+		struct process_frames *p = f->committed_ns ? 0 : bpf_map_lookup_elem(&process_frames, &f->pid);
+
+		if (p && !p->zero_copy) {
+			__u64 prev = p->last_requeued;
+			struct sits_frame *old;
+
+			p->last_requeued = fid;
+			/* the one before will not be committed now */
+			old = prev && prev != fid ? bpf_map_lookup_elem(&frames, &prev) : 0;
+			if (old)
+				maybe_done(prev, old);
+		}
 		maybe_done(fid, f);
 	}
 	return 0;
@@ -573,7 +589,13 @@ static __always_inline int set_fb(struct drm_plane_state___sits *st, struct drm_
 		fid = *id;
 		p->zero_copy = 1;
 	} else if (!p->zero_copy && p->last_dequeued && own_fb(c, fb)) {
-		fid = p->last_dequeued;
+		/* a copy: of the frame given back uncommitted since the last
+		 * dequeue (made off the loop's thread), else of the last dequeued */
+		struct sits_frame *given = p->last_requeued ? bpf_map_lookup_elem(&frames, &p->last_requeued) : 0;
+		struct sits_frame *last = bpf_map_lookup_elem(&frames, &p->last_dequeued);
+
+		fid = given && !given->committed_ns && (!last || given->requeued_ns >= last->dequeued_ns)
+		      ? p->last_requeued : p->last_dequeued;
 		copy = true;
 	}
 	if (!fid)

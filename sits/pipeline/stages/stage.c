@@ -115,6 +115,11 @@ void sits_stage_stop(struct sits_stage *S)
 	free(w);
 }
 
+int sits_stage_drop_waiting(struct sits_queue *L, struct sits_stage *S)
+{
+	return sits_port_drop(L, &L->sinks[S->sink]);
+}
+
 /* A job, if a frame waits, the worker is idle and a buffer of its own is free. */
 static int start_job(struct sits_queue *L, struct sits_stage *S)
 {
