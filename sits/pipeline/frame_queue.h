@@ -29,6 +29,7 @@ enum {
 	SITS_Q_MAX_BUFS = 32,
 	SITS_Q_MAX_SINKS = 8,   /* a bit each in a buffer's holders */
 	SITS_Q_MAX_SOURCES = 4, /* each with buffers of its own, numbered apart */
+	SITS_Q_VALUES = 4,      /* values a frame carries from one holder to another */
 	SITS_Q_PORT_DEPTH = 8,  /* the most frames a port keeps */
 	SITS_Q_NONE = -1,       /* no buffer */
 };
@@ -71,14 +72,19 @@ enum {
 };
 
 /* A frame: its buffer and what travels with it through the sinks (and
- * through a stage, into the buffer it fills). */
+ * through a stage, into the buffer it fills). (source, sequence) is its
+ * identity. */
 struct sits_q_frame {
 	int32_t index;          /* its buffer, or SITS_Q_NONE */
 	int32_t source;         /* the source whose frame it is (a stage's: the frame it came from's) */
 	uint32_t sequence, bytesused;
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp (CLOCK_MONOTONIC) */
 	int64_t dequeued_ns;
+	int64_t pts_ns;         /* a stream's presentation time (0: none; a camera's frames have their timestamp) */
 	uint32_t record;        /* its open timeline record + 1 (0: none) */
+	/* values one holder attaches for another (a frame's drawing for the
+	 * display), by slot (FrameQueue.value_slot); 0 when captured */
+	uint64_t values[SITS_Q_VALUES];
 };
 
 /* A latency histogram in sits_hist.h's slots: filled in C every frame, read

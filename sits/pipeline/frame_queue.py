@@ -64,6 +64,7 @@ class FrameQueue:
         self.camera = None     # the device's source id (the first source)
         self._camera_bufs = 0  # the buffers numbered for it
         self._halves_of_sources: dict[int, object] = {}   # source id -> its Python half (kept alive)
+        self._value_slots: dict[str, int] = {}   # a per-frame value's name -> its slot
         self.frames: dict[int, Frame] = {}   # buffers Python holds
         self.failed: QueueError | None = None   # a release's QBUF failed: the loop handles it
         self.timeline = None   # a Timeline (timeline.py) the frames' records go to
@@ -315,6 +316,33 @@ class FrameQueue:
     def sequence(self, index: int) -> int:
         """The sequence number of the frame in buffer `index` (out of the driver)."""
         return self.c_queue.frames[index].sequence
+
+    def identity(self, index: int) -> tuple[int, int]:
+        """The frame in buffer `index`: (its source, its sequence number),
+        the same in a buffer a stage made it into."""
+        f = self.c_queue.frames[index]
+        return f.source, f.sequence
+
+    # ----------------------------------------------------- per-frame values
+    def value_slot(self, name: str) -> int:
+        """The slot of the per-frame value `name`, one holder's for another
+        (say the overlay's drawing for the display): the same slot for
+        every holder that asks by that name."""
+        slot = self._value_slots.get(name)
+        if slot is None:
+            if len(self._value_slots) >= lib.SITS_Q_VALUES:
+                raise UsageError(f"per-frame value {name!r}: at most {lib.SITS_Q_VALUES} "
+                                 f"({', '.join(self._value_slots)} taken)")
+            slot = self._value_slots[name] = len(self._value_slots)
+        return slot
+
+    def set_value(self, index: int, slot: int, value: int) -> None:
+        """The frame in buffer `index` (held) carries `value` in `slot` from now on."""
+        self.c_queue.frames[index].values[slot] = value
+
+    def value(self, index: int, slot: int) -> int:
+        """The value in `slot` of the frame in buffer `index` (0: none set)."""
+        return self.c_queue.frames[index].values[slot]
 
     def deliveries(self):
         """The frames C hands to Python's sinks, as (frame, sink), one after

@@ -177,3 +177,27 @@ def test_at_the_stop_the_frames_waiting_for_the_stage_are_dropped_and_the_one_be
     assert L.queued[second] and c.stage.counts()["dropped"] == 1
     out = c.made()
     assert L.frames[out].sequence == L.frames[first].sequence and not c.stage.busy()
+
+
+def test_a_frame_keeps_its_identity_and_values_through_a_stage(chain):
+    c = chain()
+    q = c.q
+    drawing, other = q.value_slot("drawing"), q.value_slot("other")
+    assert q.value_slot("drawing") == drawing != other
+    cam = c.frame()
+    q.set_value(cam, drawing, 1234)     # a holder's value for a later one, set while the stage works
+    out = c.made()
+    assert q.identity(out) == q.identity(cam) == (q.camera, q.sequence(cam))
+    assert (q.value(out, drawing), q.value(out, other)) == (1234, 0)
+    lib.sits_queue_release(q.c_queue, c.sink, out)
+    nxt = c.frame()                     # a new frame starts with none
+    assert q.value(nxt, drawing) == 0
+
+
+def test_at_most_the_queues_number_of_per_frame_values(chain):
+    from sits.errors import UsageError
+    q = chain().q
+    for k in range(lib.SITS_Q_VALUES):
+        q.value_slot(f"v{k}")
+    with pytest.raises(UsageError, match="at most"):
+        q.value_slot("one more")
