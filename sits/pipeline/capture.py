@@ -130,9 +130,9 @@ def check(opts: CaptureOptions) -> None:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
     if opts.device != SYNTHETIC:
         return
-    if opts.display:
-        raise UsageError(f"--device {SYNTHETIC} makes memfd buffers, which no display scans out; "
-                         "use it with --to-cuda (or a V4L2 device with --to-kms)")
+    if opts.display and opts.memory != "udmabuf":
+        raise UsageError(f"--device {SYNTHETIC} --to-kms: add --memory udmabuf (a dma-buf over each memfd "
+                         "buffer, which the display imports)")
     if opts.reconnect:
         raise UsageError(f"--reconnect: the {SYNTHETIC} source never goes away")
     if opts.memory not in (None, "udmabuf"):
@@ -153,11 +153,9 @@ def _check_output_path(option: str, path: str) -> None:
 
 def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval: float = 0.5):
     """The Pipeline for `opts` (camera -> display and/or `consumers`)."""
-    from sits.pipeline.display import KmsDisplay
     from sits.pipeline.pipeline import Pipeline
     from sits.pipeline.reconnect import Reconnect
     from sits.pipeline.stats import Summary
-    from sits.pipeline.writeback import WritebackCheck
     if not opts.display and not consumers:
         raise UsageError("nothing consumes the frames: give a display (--to-kms) or a consumer (--to-cuda)")
     if opts.device == SYNTHETIC:
@@ -173,28 +171,7 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
         fmt = cap.configure(code, opts.size, opts.fps)
         memory = opts.memory or "mmap"
         summary = Summary(memory=memory, format=code, size=f"{fmt.width}x{fmt.height}", device=cap.path)
-        display = None
-        if card is not None:
-            drm_code = drm_for_v4l2(code)
-            showable = KmsOutput.supported_formats(card, opts.connector)
-            zero_copy = drm_code in showable
-            if not zero_copy:
-                from sits.pipeline import convert  # numpy: only the conversion path needs it
-                if code not in convert.CONVERTERS:
-                    raise UsageError(f"no plane shows {code} and sits cannot convert it; "
-                                     f"planes show {' '.join(showable)}")
-            display_code = drm_code if zero_copy else "XR24"
-            checked = opts.verify or bool(opts.snapshot)
-            out = KmsOutput(card, display_code, fmt.size, opts.connector, writeback=checked)
-            wb = None
-            if checked:
-                wb = WritebackCheck(card, out, verify=opts.verify, verify_every=opts.verify_every,
-                                    snapshot=opts.snapshot, frames=opts.frames)
-            display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb)
-            owned.append(display)
-            summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else 1
-            summary.display_format, summary.mode = display_code, str(out.mode)
-            summary.card, summary.connector = card.path, out.connector.name
+        display = _display(opts, card, fmt, summary, owned) if card is not None else None
         cap.allocate(opts.buffers, memory)
         if display is not None:
             display.test(cap)
@@ -210,6 +187,33 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
                 pass
         raise
     return p
+
+
+def _display(opts: CaptureOptions, card, fmt, summary, owned: list):
+    """The display of `fmt`'s frames on `card` (zero-copy where a plane
+    shows the format, else through the conversion stage), in `owned`."""
+    from sits.pipeline.convert_stage import FROM
+    from sits.pipeline.display import KmsDisplay
+    from sits.pipeline.writeback import WritebackCheck
+    code = fmt.fourcc
+    drm_code = drm_for_v4l2(code)
+    showable = KmsOutput.supported_formats(card, opts.connector)
+    zero_copy = drm_code in showable
+    if not zero_copy and code not in FROM:
+        raise UsageError(f"no plane shows {code} and sits cannot convert it; planes show {' '.join(showable)}")
+    display_code = drm_code if zero_copy else "XR24"
+    checked = opts.verify or bool(opts.snapshot)
+    out = KmsOutput(card, display_code, fmt.size, opts.connector, writeback=checked)
+    wb = None
+    if checked:
+        wb = WritebackCheck(card, out, verify=opts.verify, verify_every=opts.verify_every,
+                            snapshot=opts.snapshot, frames=opts.frames)
+    display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb)
+    owned.append(display)
+    summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else 1
+    summary.display_format, summary.mode = display_code, str(out.mode)
+    summary.card, summary.connector = card.path, out.connector.name
+    return display
 
 
 def _run_options(opts: CaptureOptions, on_status, status_interval: float, summary) -> dict:
@@ -228,12 +232,24 @@ def _build_synthetic(opts: CaptureOptions, consumers, on_status, status_interval
     from sits.pipeline.synthetic import SyntheticCamera
     check(opts)
     given = dict(code=opts.format, size=opts.size, fps=opts.fps)
-    cam = SyntheticCamera(buffers=opts.buffers, **{k: v for k, v in given.items() if v is not None})
+    cam = SyntheticCamera(buffers=opts.buffers, memory="udmabuf" if opts.display else "memfd",
+                          **{k: v for k, v in given.items() if v is not None})
+    owned = [cam]
     try:
         fmt = cam.format
         summary = Summary(memory=cam.memory, format=fmt.fourcc, size=f"{fmt.width}x{fmt.height}", device=cam.path)
-        return Pipeline(cam, consumers=consumers, closers=[cam],
+        display = None
+        if opts.display:
+            card = open_card(opts.card)
+            owned.append(card)
+            display = _display(opts, card, fmt, summary, owned)
+            display.test(cam)
+        return Pipeline(cam, display=display, consumers=consumers, closers=[o for o in owned if o is not display],
                         **_run_options(opts, on_status, status_interval, summary))
     except BaseException:
-        cam.close()
+        for obj in reversed(owned):
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
         raise

@@ -182,8 +182,8 @@ class Pipeline:
             self._closers.append(timeline)   # closed here too when the run fails before its end
             self.queue.record_timeline(timeline)
         if self.display is not None:
-            if not v4l2:
-                raise DeviceError("a display needs a V4L2 source (its buffers are dma-bufs)")
+            if any(b.dmabuf is None for b in src.buffers):
+                raise DeviceError(f"{src.path}: a display imports dma-bufs, and this source's buffers are not")
             self.display.attach(self.queue, src, self)
         for port in self.ports:
             ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail, self.queue)

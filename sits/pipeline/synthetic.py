@@ -67,7 +67,7 @@ class SyntheticCamera:
 
     def __init__(self, code: str = "YUYV", size: tuple[int, int] = (1920, 1080), fps: float = 60.0,
                  buffers: int = 4, *, bytesperline: int | None = None, fill: Callable | None = None,
-                 path: str | None = None):
+                 path: str | None = None, memory: str = "memfd"):
         if not fps > 0:
             raise UsageError(f"synthetic source: frame rate {fps} is not positive")
         if buffers < 1:
@@ -76,21 +76,35 @@ class SyntheticCamera:
         self._timer = TimerFd.create()
         self.path = path or f"synthetic:{code}-{size[0]}x{size[1]}@{fps:g}"
         self.format = fmt
-        self.memory = "memfd"
+        if memory not in ("memfd", "udmabuf"):
+            raise UsageError(f"synthetic source: memory {memory!r}: memfd, or udmabuf (a dma-buf over each, "
+                             "which a display imports)")
+        self.memory = memory
         self.streaming = False
         self.stats = CaptureStats()
         self.fps = float(fps)
         self.queue_owner = None     # the C frame queue that drives this source
         self.buffers: list[CaptureBuffer] = []
         fill = fill or random_fill()
+        udmabuf = None
         try:
+            if memory == "udmabuf":
+                from sits.dmabuf.udmabuf import Udmabuf
+                udmabuf = Udmabuf.open()
             for i in range(buffers):
-                memfd = MemFd.create(fmt.sizeimage, f"sits-synthetic-{i}")
-                self.buffers.append(CaptureBuffer(i, None, fmt, memfd=memfd))
-                fill(i, memfd.array)
+                if udmabuf is not None:
+                    dmabuf = udmabuf.alloc(fmt.sizeimage)
+                    self.buffers.append(CaptureBuffer(i, dmabuf, fmt))
+                else:
+                    memfd = MemFd.create(fmt.sizeimage, f"sits-synthetic-{i}")
+                    self.buffers.append(CaptureBuffer(i, None, fmt, memfd=memfd))
+                fill(i, self.buffers[-1].memfd.array)
         except BaseException:
             self.close()
             raise
+        finally:
+            if udmabuf is not None:
+                udmabuf.close()
 
     def fileno(self) -> int:
         return self._timer.fileno()
@@ -152,6 +166,8 @@ class SyntheticCamera:
             return
         self.stop()
         for b in self.buffers:
+            if b.dmabuf is not None:
+                b.dmabuf.close()
             if b.memfd is not None:
                 b.memfd.close()
         self._timer.close()

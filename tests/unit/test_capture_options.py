@@ -34,7 +34,7 @@ def test_the_display_is_off_unless_asked_for_everywhere():
     (dict(format="YUYV2"), "open_chain: format takes a fourcc"),
     (dict(colour="red"), "open_chain: unknown option 'colour'"),
     (dict(memory="mmap"), "makes memfd buffers .*--memory mmap is for V4L2"),
-    (dict(display=True), "no display scans out"),
+    (dict(display=True), "--to-kms: add --memory udmabuf"),
 ])
 def test_open_chain_refuses_what_the_synthetic_source_cannot_honour(kw, msg):
     with pytest.raises(UsageError, match=msg):

@@ -22,7 +22,7 @@ def test_open_chain_streams_the_synthetic_source_with_its_sequence_and_timestamp
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--to-kms"], "memfd buffers, which no display scans out"),
+    (["--to-kms"], "--to-kms: add --memory udmabuf"),
     (["--to-cuda", "224x224", "--memory", "heap"], "--memory heap is for V4L2"),
     (["--to-cuda", "224x224", "--reconnect"], "never goes away"),
 ])

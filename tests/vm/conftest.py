@@ -121,3 +121,9 @@ def vkms_path():
             if card.driver == "vkms":
                 return path
     pytest.skip("no vkms card")
+
+
+@pytest.fixture
+def udmabuf_path():
+    _need("/dev/udmabuf")
+    return "/dev/udmabuf"
