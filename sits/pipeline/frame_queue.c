@@ -343,8 +343,9 @@ int sits_queue_pump(struct sits_queue *L, int32_t sink)
 	return s->ops ? s->ops->pump(L, s) : python_pump(L, s);
 }
 
-/* A blocking sink of `source`'s frames has a full port: the source is not dequeued. */
-static int source_blocked(struct sits_queue *L, int32_t source)
+/* A blocking sink of `source`'s frames has a full port: the source is not
+ * dequeued (Python takes its fd out of the loop). */
+int sits_queue_blocked(struct sits_queue *L, int32_t source)
 {
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
@@ -352,12 +353,6 @@ static int source_blocked(struct sits_queue *L, int32_t source)
 			return 1;
 	}
 	return 0;
-}
-
-/* The first source's (the camera's): Python takes its fd out of the loop. */
-int sits_queue_blocked(struct sits_queue *L)
-{
-	return source_blocked(L, 0);
 }
 
 /* ------------------------------------------------------------ sources */
@@ -393,7 +388,7 @@ int sits_queue_capture(struct sits_queue *L, int32_t source)
 				ret = r;
 		}
 	}
-	if (source_blocked(L, source))
+	if (sits_queue_blocked(L, source))
 		return ret ? ret : SITS_Q_BLOCKED;   /* Python takes the source's fd out of the loop */
 	int again = give_again(L, src);
 	if (again)

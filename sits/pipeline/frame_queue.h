@@ -80,7 +80,7 @@ struct sits_q_frame {
 	uint32_t sequence, bytesused;
 	int64_t timestamp_ns;   /* the V4L2 buffer timestamp (CLOCK_MONOTONIC) */
 	int64_t dequeued_ns;
-	int64_t pts_ns;         /* a stream's presentation time (0: none; a camera's frames have their timestamp) */
+	int64_t pts_ns;         /* a stream's presentation time (0: none, as for a camera's frames) */
 	uint32_t record;        /* its open timeline record + 1 (0: none) */
 	/* values one holder attaches for another (a frame's drawing for the
 	 * display), by slot (FrameQueue.value_slot); 0 when captured */
@@ -216,7 +216,7 @@ int sits_queue_requeue_idle(struct sits_queue *L, int32_t source);
 int64_t sits_queue_next_deadline(struct sits_queue *L);
 int sits_queue_deadlines(struct sits_queue *L);
 int sits_queue_held(struct sits_queue *L, int32_t index);
-int sits_queue_blocked(struct sits_queue *L);
+int sits_queue_blocked(struct sits_queue *L, int32_t source);
 void sits_queue_timeline_device_gone(struct sits_queue *L, int32_t source);
 void sits_queue_timeline_end(struct sits_queue *L);
 void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);

@@ -96,7 +96,7 @@ class FrameQueue:
         before it: `ops` its C half, `state` that half's struct (its Python
         half, `half`, keeps it alive); `counted`: its frames count as
         captured (a camera's; a stage's frames are a camera's frames made
-        into others). Its id; its fd comes with source_fd()."""
+        into others). Its id; its fd comes with set_source_fd()."""
         source = lib.sits_queue_add_source(self.c_queue, nbufs, int(counted))
         if source < 0:
             raise UsageError(f"a source of {nbufs} buffers: at most {lib.SITS_Q_MAX_SOURCES} sources "
@@ -109,6 +109,10 @@ class FrameQueue:
     def set_source_fd(self, source: int, fd: int) -> None:
         """`source`'s fd: readable when it has filled a buffer (-1: nothing is queued into it)."""
         self.c_queue.sources[source].fd = fd
+
+    def _source(self, source: int | None) -> int:
+        """`source`, the camera's when None."""
+        return self.camera if source is None else source
 
     def buffers_of(self, source: int) -> range:
         """`source`'s buffers in the queue's numbering."""
@@ -215,12 +219,12 @@ class FrameQueue:
     def requeue_idle(self, source: int | None = None) -> None:
         """STREAMON comes next: queue every buffer of `source` (the camera's
         by default) that nothing holds."""
-        if lib.sits_queue_requeue_idle(self.c_queue, self.camera if source is None else source) == lib.SITS_Q_ERROR:
+        if lib.sits_queue_requeue_idle(self.c_queue, self._source(source)) == lib.SITS_Q_ERROR:
             raise self.error().error
 
     def forget_queued(self, source: int | None = None) -> None:
         """STREAMOFF took every queued buffer back from the driver."""
-        lib.sits_queue_forget_queued(self.c_queue, self.camera if source is None else source)
+        lib.sits_queue_forget_queued(self.c_queue, self._source(source))
 
     def release(self, buf) -> None:
         """The last lease of a Python Frame went."""
@@ -231,7 +235,7 @@ class FrameQueue:
 
     def with_driver(self, source: int | None = None) -> int:
         """Buffers `source` (the camera by default) may fill now."""
-        return lib.sits_queue_with_driver(self.c_queue, self.camera if source is None else source)
+        return lib.sits_queue_with_driver(self.c_queue, self._source(source))
 
     def held(self, index: int) -> bool:
         """Some sink holds buffer `index`."""
@@ -265,13 +269,14 @@ class FrameQueue:
         error buffers, refused requeues, skipped sequence numbers)."""
         if source is None and self.camera is None:
             return {"captured": 0, "dequeued": 0, "buffer_errors": 0, "requeue_errors": 0, "sequence_gaps": 0}
-        src = self.c_queue.sources[self.camera if source is None else source]
+        src = self.c_queue.sources[self._source(source)]
         return {"captured": src.captured, "dequeued": src.dequeued, "buffer_errors": src.buffer_errors,
                 "requeue_errors": src.requeue_errors, "sequence_gaps": src.sequence_gaps}
 
-    def blocked(self) -> bool:
-        """A blocking sink's port is full: the source must not be dequeued."""
-        return bool(lib.sits_queue_blocked(self.c_queue))
+    def blocked(self, source: int | None = None) -> bool:
+        """A blocking sink of `source` (the camera by default) has a full
+        port: the source must not be dequeued."""
+        return bool(lib.sits_queue_blocked(self.c_queue, self._source(source)))
 
     # ------------------------------------------------------------ timeline
     def record_timeline(self, timeline) -> None:
@@ -376,7 +381,7 @@ class FrameQueue:
 
     def capture(self, source: int | None = None) -> int:
         """`source` (the camera by default) woke: its frame, if one is there."""
-        return self._drain(lib.sits_queue_capture(self.c_queue, self.camera if source is None else source))
+        return self._drain(lib.sits_queue_capture(self.c_queue, self._source(source)))
 
     def ask(self, fn, *args):
         """A sink's C question about this queue (fn(c_queue, *args)): no step."""

@@ -27,15 +27,16 @@ class Stage:
         `policy` and `depth`."""
         self.queue = queue
         self.S = S = ffi.new("struct sits_stage *")
-        self._keep = [work_state]
+        self._work_state = work_state
         S.work, S.work_state, S.out_bytes = work, work_state, out_bytes
         S.go_fd = S.done_fd = -1
         S.sink = self.sink = queue.add_sink(lib.sits_stage_sink(), S, policy, depth, half=self, source=takes)
         S.source = self.source = queue.add_source(lib.sits_stage_source(), S, len(outputs), counted=False, half=self)
         self._inputs: list = []
         self.set_inputs(inputs, dmabufs)
-        for index, buf in zip(queue.buffers_of(self.source), outputs):
-            S.out_ptr[index] = self._pointer(buf)
+        self._outputs = [ffi.from_buffer(buf) for buf in outputs]
+        for index, p in zip(queue.buffers_of(self.source), self._outputs):
+            S.out_ptr[index] = p
         err = lib.sits_stage_start(S)
         if err:
             raise DeviceError(f"a stage's worker thread: {err}")
@@ -56,11 +57,6 @@ class Stage:
             S.in_dmabuf[index] = 0
         for index, fd in (dmabufs or {}).items():
             S.in_dmabuf[index] = fd + 1
-
-    def _pointer(self, buf):
-        p = ffi.from_buffer(buf)
-        self._keep.append(p)
-        return p
 
     def busy(self) -> bool:
         """A frame is with the worker."""
@@ -85,10 +81,9 @@ class Stage:
         """The worker ends its job and goes; what the stage holds goes back."""
         if self.S.worker != ffi.NULL:
             lib.sits_stage_stop(self.S)
-            self.S.busy = 0    # its job, if one was running, is abandoned
             self.queue.set_source_fd(self.source, -1)
             self.queue.forget_queued(self.source)
             self.queue.release_all(self.sink)
-        for p in self._inputs + self._keep[1:]:
+        for p in self._inputs + self._outputs:
             ffi.release(p)     # the mappings may close now
-        self._inputs, self._keep = [], self._keep[:1]
+        self._inputs, self._outputs = [], []

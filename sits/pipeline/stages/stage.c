@@ -112,6 +112,7 @@ void sits_stage_stop(struct sits_stage *S)
 	close(S->done_fd);
 	S->go_fd = S->done_fd = -1;
 	S->worker = NULL;
+	S->busy = 0;    /* its job, if one was running, is abandoned */
 	free(w);
 }
 

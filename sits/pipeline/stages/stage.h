@@ -41,7 +41,7 @@ struct sits_stage {
 const struct sits_sink_ops *sits_stage_sink(void);      /* its C halves */
 const struct sits_source_ops *sits_stage_source(void);
 int sits_stage_start(struct sits_stage *S);     /* the worker and the eventfds: 0, or an errno */
-void sits_stage_stop(struct sits_stage *S);     /* it ends its job, then goes; the eventfds are closed */
+void sits_stage_stop(struct sits_stage *S);     /* it ends its job, then goes (the job is abandoned); the eventfds are closed */
 int sits_stage_drop_waiting(struct sits_queue *L, struct sits_stage *S);  /* the frames waiting for it are dropped (counted) */
 /* cdef-end */
 
