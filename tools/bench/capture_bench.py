@@ -9,7 +9,8 @@ vCPU count in BENCH_CPUS, and prints the sweeps side by side):
 At each camera rate (BENCH_FPS, default 5,10,30,60,120: vivid XR24, and
 GStreamer BGRx, 1280x720, or 640x360 above vkms' 60 Hz) every pipeline
 (BENCH_ONLY, default sits mmap and GStreamer dmabuf) shows the same camera
-on vkms. Marginal cost: CPU (user+sys) of a 320-frame run minus a 20-frame
+on vkms, and sits shows its synthetic source the same way (no peer: the
+display path without vivid's fill). Marginal cost: CPU (user+sys) of a 320-frame run minus a 20-frame
 run, divided by 300 -- start-up cancels out -- median of BENCH_REPS (3).
 Steady: the scheduler runtime of all the process's threads
 (/proc/PID/task/*/schedstat, sampled every 0.1 s) over the middle of the
@@ -66,18 +67,23 @@ def gst(io_mode: str, frames: int, fps: int, fmt: str = "BGRx", convert: bool = 
             "!", *to_rgb, "kmssink", "driver-name=vkms"]
 
 
-def sits(memory: str, frames: int, fps: int, *extra: str, fmt: str = "XR24") -> list[str]:
+def sits(memory: str, frames: int, fps: int, *extra: str, fmt: str = "XR24", device: str = "/dev/video0") -> list[str]:
     w, h = size_at(fps)
-    return [*SITS, "capture", "--to-kms", "--device", "/dev/video0", "--format", fmt,
+    return [*SITS, "capture", "--to-kms", "--device", device, "--format", fmt,
             "--size", f"{w}x{h}", "--fps", str(fps), "--memory", memory, "--frames", str(frames), "--json", *extra]
 
 
 SITS_MMAP, GST_DMABUF = "sits mmap (EXPBUF) -> KMS", "gst v4l2src io-mode=dmabuf ! kmssink"
 SITS_CONVERT = "sits YUYV -> conversion stage -> KMS"
+SITS_SYNTHETIC = "sits synthetic (udmabuf) -> KMS"
 GST_CONVERT = "gst v4l2src YUY2 ! videoconvert ! kmssink"
 PIPELINES = {
     SITS_MMAP: lambda n, f: sits("mmap", n, f),
     "sits udmabuf -> KMS": lambda n, f: sits("udmabuf", n, f),
+    # the same display path from a source that fills nothing under a lock:
+    # vivid fills each frame holding the lock its QBUF takes, and at 60 fps
+    # the give-back after a flip meets that fill (docs/capture.md); no peer
+    SITS_SYNTHETIC: lambda n, f: sits("udmabuf", n, f, device="synthetic"),
     # a second consumer beside the display (tools/bench/second_consumer.py):
     # every frame also to a worker thread, its lease released through an eventfd
     "sits mmap -> KMS + a second consumer": lambda n, f: [os.path.join(ROOT, ".venv", "bin", "python"),
@@ -92,8 +98,9 @@ PIPELINES = {
 # each sits pipeline's peer (the ratios' base): GStreamer's dmabuf path, or
 # for the conversion its own CPU conversion
 PEER = {SITS_CONVERT: GST_CONVERT}
-# the sweep's default: the pair the headline compares
-DEFAULT_ONLY = f"{SITS_MMAP},{GST_DMABUF}"
+# the sweep's default: the pair the headline compares, and the display path
+# without vivid beside it
+DEFAULT_ONLY = f"{SITS_MMAP},{GST_DMABUF},{SITS_SYNTHETIC}"
 
 
 def process_runtime_ns(pid: int) -> int | None:
@@ -241,9 +248,10 @@ def report(fps: int, results: dict) -> None:
     print(f"{'pipeline':40s} {'marginal':>9s} {'ratio':>6s} {'steady':>7s} {'ratio':>6s} {'fps':>6s} "
           f"{'latency p50':>11s}  zero-copy  runs (marginal | steady)")
     for name, r in results.items():
-        base = results.get(PEER.get(name, GST_DMABUF))
+        base = None if name == SITS_SYNTHETIC else results.get(PEER.get(name, GST_DMABUF))
         ratio = r["cpu_ms_per_frame"] / base["cpu_ms_per_frame"] if base and base["cpu_ms_per_frame"] else float("nan")
-        sratio = r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"] if base else float("nan")
+        sratio = (r["steady_cpu_ms_per_frame"] / base["steady_cpu_ms_per_frame"]
+                  if base and base["steady_cpu_ms_per_frame"] else float("nan"))
         runs = ("/".join(f"{v:.2f}" for v in r["runs"]) + " | "
                 + "/".join("-" if v is None else f"{v:.2f}" for v in r["steady_runs"]))
         print(f"{name:40s} {r['cpu_ms_per_frame']:9.2f} {ratio:5.2f}x {r['steady_cpu_ms_per_frame']:7.2f} "
@@ -259,20 +267,25 @@ def report(fps: int, results: dict) -> None:
 
 def sweep_table(cpus: int, by_rate: dict) -> list[str]:
     """One line a rate: sits' and GStreamer's steady CPU a frame, their
-    ratio, and sits' against its own figure at BASE_FPS."""
-    own = by_rate.get(BASE_FPS, {}).get(SITS_MMAP, {}).get("steady_cpu_ms_per_frame")
+    ratio, and sits' against its own figure at BASE_FPS; the same display
+    path from the synthetic source, against its own BASE_FPS figure."""
+    def at(fps, name):
+        return by_rate.get(fps, {}).get(name, {}).get("steady_cpu_ms_per_frame", float("nan"))
+
+    def ratio(a, b):
+        return a / b if b and b == b else float("nan")
     lines = [f"| {cpus} vCPU | camera rate | size | sits steady ms/frame | gst steady ms/frame | sits / gst "
-             f"| sits / sits at {BASE_FPS} fps | sits wake-ups a frame |", "|---|---|---|---|---|---|---|---|"]
+             f"| sits / sits at {BASE_FPS} fps | sits wake-ups a frame | synthetic steady ms/frame "
+             f"| synthetic / synthetic at {BASE_FPS} fps |", "|---|---|---|---|---|---|---|---|---|---|"]
     for fps in sorted(by_rate):
-        r = by_rate[fps]
-        si, gs = r.get(SITS_MMAP), r.get(GST_DMABUF)
+        si = by_rate[fps].get(SITS_MMAP)
         if si is None:
             continue
-        s_ms = si["steady_cpu_ms_per_frame"]
-        g_ms = gs["steady_cpu_ms_per_frame"] if gs else float("nan")
+        s_ms, g_ms, y_ms = at(fps, SITS_MMAP), at(fps, GST_DMABUF), at(fps, SITS_SYNTHETIC)
         w, h = size_at(fps)
-        lines.append(f"| {cpus} | {fps} fps | {w}x{h} | {s_ms:.2f} | {g_ms:.2f} | {s_ms / g_ms:.2f}x "
-                     f"| {s_ms / own if own else float('nan'):.2f}x | {si['wakeups_per_frame']:.2f} |")
+        lines.append(f"| {cpus} | {fps} fps | {w}x{h} | {s_ms:.2f} | {g_ms:.2f} | {ratio(s_ms, g_ms):.2f}x "
+                     f"| {ratio(s_ms, at(BASE_FPS, SITS_MMAP)):.2f}x | {si['wakeups_per_frame']:.2f} "
+                     f"| {y_ms:.2f} | {ratio(y_ms, at(BASE_FPS, SITS_SYNTHETIC)):.2f}x |")
     return lines
 
 
