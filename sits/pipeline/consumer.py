@@ -72,8 +72,12 @@ class Consumer:
 class PipelineContext:
     """What a consumer sees of the pipeline it is attached to."""
 
-    def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable, frame_queue=None):
+    def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable, frame_queue=None,
+                 sources: dict | None = None):
+        #: the source whose frames it takes (the first, where it takes several)
         self.source = source
+        #: every source whose frames it takes, by the id its frames carry (frame.source)
+        self.sources = sources if sources is not None else {0: source}
         self._watch, self._unwatch, self._fail = watch, unwatch, fail
         #: the C frame queue that drives the source (V4L2, timer sources), or None
         self.frame_queue = frame_queue
@@ -108,19 +112,22 @@ class Port:
     """A consumer's sink in the frame queue: the Python half of a sink with
     no C half, whose port (its policy, its depth) is the queue's."""
 
-    def __init__(self, consumer: Consumer, policy: str = "drop-oldest", depth: int = 1):
+    def __init__(self, consumer: Consumer, policy: str = "drop-oldest", depth: int = 1, takes=None):
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
         if not 1 <= depth <= PORT_DEPTH:
             raise UsageError(f"queue depth {depth}: 1 to {PORT_DEPTH}")
         self.consumer, self.policy, self.depth = consumer, policy, depth
+        #: the source (or a tuple of sources) whose frames it takes; None: the pipeline's first
+        self.takes = takes
         self.queue = self.sink = None
         self.left = 0       # still waiting when the pipeline stopped (released then)
 
-    def attach(self, queue) -> None:
-        """Take frames from `queue` from now on (a consumer that works in Python)."""
+    def attach(self, queue, takes: tuple[int, ...] = (0,)) -> None:
+        """Take frames of the sources `takes` (their ids) from `queue` from
+        now on (a consumer that works in Python)."""
         self.queue = queue
-        self.sink = queue.add_sink(None, None, self.policy, self.depth, half=self)
+        self.sink = queue.add_sink(None, None, self.policy, self.depth, half=self, takes=takes)
         self.ready_changed()
 
     def give(self, frame) -> None:

@@ -84,7 +84,7 @@ class KmsDisplay:
             self._submit_slots = ffi.new("uint32_t[]", SLOTS)
             K.latency.slots, K.submit.slots = self._latency_slots, self._submit_slots
             takes = queue.camera if self.stage is None else self.stage.source
-            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, source=takes)
+            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, takes=takes)
             queue.sink_fd(self.sink, K.dfd)
         elif self.stage is not None:   # a camera come back
             self.stage.set_inputs(*self._inputs(cap))

@@ -66,6 +66,17 @@ int sits_queue_with_driver(struct sits_queue *L, int32_t source)
 	return n;
 }
 
+/* One of the sources `s` takes has fewer than two buffers to fill: a
+ * release `s` has pending may be the only way a next frame comes, so it
+ * must not wait for one (an fd or a deadline armed). */
+int sits_queue_short(struct sits_queue *L, const struct sits_sink *s)
+{
+	for (int32_t i = 0; i < L->nsources; i++)
+		if ((s->sources >> i & 1) && sits_queue_with_driver(L, i) < 2)
+			return 1;
+	return 0;
+}
+
 int64_t sits_queue_captured(struct sits_queue *L)
 {
 	return L->captured;
@@ -103,8 +114,10 @@ int sits_give_back(struct sits_queue *L, int32_t index)
 	if (src->fd < 0)
 		return 0;
 	int r = src->ops->give(L, src, index);
-	if (r < 0)
+	if (r < 0) {
+		L->err_source = src->id;
 		return -r;
+	}
 	if (r == SITS_GIVE_RETRY) {
 		src->requeue_errors++;
 		L->unqueued[index] = 1;
@@ -236,7 +249,7 @@ int sits_queue_check(struct sits_queue *L)
 }
 
 int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, void *state,
-			int32_t policy, int32_t depth, int32_t offered)
+			int32_t policy, int32_t depth, int32_t offered, uint32_t sources)
 {
 	if (L->nsinks >= SITS_Q_MAX_SINKS || depth < 1 || depth > SITS_Q_PORT_DEPTH
 	    || policy < SITS_POLICY_LATEST || policy > SITS_POLICY_BLOCK)
@@ -249,6 +262,7 @@ int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, v
 	s->policy = policy;
 	s->depth = depth;
 	s->offered = offered;
+	s->sources = sources;
 	s->ready = 1;
 	s->fd = -1;
 	return s->id;
@@ -349,7 +363,7 @@ int sits_queue_blocked(struct sits_queue *L, int32_t source)
 {
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
-		if (s->offered && s->source == source && s->policy == SITS_POLICY_BLOCK && s->port_n >= s->depth)
+		if (s->offered && (s->sources >> source & 1) && s->policy == SITS_POLICY_BLOCK && s->port_n >= s->depth)
 			return 1;
 	}
 	return 0;
@@ -394,6 +408,8 @@ int sits_queue_capture(struct sits_queue *L, int32_t source)
 	if (again)
 		return again;
 	int got = src->ops->take(L, src, &f);
+	if (got < 0)
+		L->err_source = source;
 	if (got <= 0)
 		return got < 0 ? -got : ret;
 	src->captured++;
@@ -408,7 +424,7 @@ int sits_queue_capture(struct sits_queue *L, int32_t source)
 	L->holds[f.index] = 0;
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
-		if (!s->offered || s->source != source)
+		if (!s->offered || !(s->sources >> source & 1))
 			continue;
 		int r = port_offer(L, s, f.index);
 		if (!r)

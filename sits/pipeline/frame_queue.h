@@ -153,7 +153,7 @@ struct sits_sink {
 	void *state;                       /* the C half's own struct */
 	int32_t id;                        /* its bit in a buffer's holders */
 	int32_t offered;                   /* every frame of `source` is offered to it (0: it holds only what it is given) */
-	int32_t source;                    /* the source whose frames it takes */
+	uint32_t sources;                  /* the sources whose frames it takes: a bit a source id */
 	int32_t ready;                     /* Python's: its Python half takes a frame now */
 	int32_t policy, depth;             /* its port */
 	int32_t port[SITS_Q_PORT_DEPTH];   /* buffers waiting for it, oldest first */
@@ -186,6 +186,7 @@ struct sits_queue {
 	int64_t captured, last_frame_ns;    /* frames of the counted sources */
 	int64_t wakeups;            /* run()'s epoll_wait returns: the steady state's cost in wake-ups */
 	int32_t err, err_op, err_index;
+	int32_t err_source;         /* the source whose DQBUF or QBUF failed */
 	/* every step ends with sits_queue_check() (the test tiers set it) */
 	int32_t check;
 	/* --timeline (sits/pipeline/timeline.py): a frame's record stays open
@@ -202,7 +203,7 @@ struct sits_queue {
 
 /* Python's calls */
 int sits_queue_add_sink(struct sits_queue *L, const struct sits_sink_ops *ops, void *state,
-			int32_t policy, int32_t depth, int32_t offered);
+			int32_t policy, int32_t depth, int32_t offered, uint32_t sources);
 int sits_queue_add_source(struct sits_queue *L, int32_t nbufs, int32_t counted);
 int sits_queue_run(struct sits_queue *L, int timeout_ms);
 int sits_queue_check(struct sits_queue *L);
@@ -228,6 +229,7 @@ int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index);
 int sits_drop(struct sits_queue *L, struct sits_sink *s, int32_t index);
 int sits_queue_fail(struct sits_queue *L, int op, int index);
 int sits_queue_with_driver(struct sits_queue *L, int32_t source);
+int sits_queue_short(struct sits_queue *L, const struct sits_sink *s);
 int64_t sits_queue_captured(struct sits_queue *L);
 const struct sits_q_frame *sits_queue_frame(struct sits_queue *L, int32_t index);
 int sits_queue_made(struct sits_queue *L, int32_t index);   /* its frame was made by a stage (a copy) */

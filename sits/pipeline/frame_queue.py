@@ -9,9 +9,10 @@ frames handed to Python, SITS_Q_DELIVER). The pipeline calls the queue's
 step functions as events arrive (`capture()`) or lets `run()` take the
 steady state on the same epoll fd. When a sink's C half asks its Python
 half to act (SITS_Q_SINK), `asking()` says which. Frames that Python holds
-are Frame objects with leases; while the queue owns a device, a Frame's
-last lease going comes here (`release()`, CaptureDevice.queue_owner) and C
-requeues the buffer once no other sink holds it either.
+are Frame objects with leases; while the queue owns a device (the camera,
+`attach()`, and any other, `add_device()`), a Frame's last lease going
+comes here (`release()`, through the device's queue_owner) and C requeues
+the buffer once no other sink holds it either.
 """
 import os
 import time
@@ -47,9 +48,27 @@ POLICIES = {"latest": lib.SITS_POLICY_LATEST, "drop-oldest": lib.SITS_POLICY_DRO
 class QueueError(Exception):
     """A C step failed: `op` (VIDIOC_QBUF, ...) with `error` (an IoctlError)."""
 
-    def __init__(self, op: int, error: OSError, index: int):
+    def __init__(self, op: int, error: OSError, index: int, source: int = 0):
         super().__init__(str(error))
-        self.op, self.error, self.index = op, error, index
+        self.op, self.error, self.index, self.source = op, error, index, source
+
+
+class DeviceOwner:
+    """The frame queue as one device's `queue_owner`: the device's calls
+    (CaptureDevice, SyntheticCamera), in its source's numbering."""
+
+    def __init__(self, queue: "FrameQueue", source: int, half):
+        self.queue, self.id = queue, source
+        self.source = half   # the source's Python half (queue_sources.py)
+
+    def requeue_idle(self) -> None:
+        self.queue.requeue_idle(self.id)
+
+    def forget_queued(self) -> None:
+        self.queue.forget_queued(self.id)
+
+    def release(self, buf) -> None:
+        self.queue.release(buf, self.id)
 
 
 class FrameQueue:
@@ -59,10 +78,11 @@ class FrameQueue:
         L.epfd = epoll_fd
         L.check = int(bool(os.environ.get(CHECK_ENV)))
         L.delivered.index = NONE
-        self.device = None
-        self.source = None     # the device's half (queue_sources.py), while attached
-        self.camera = None     # the device's source id (the first source)
+        self.device = None     # the camera
+        self.source = None     # the camera's half (queue_sources.py), while attached
+        self.camera = None     # the camera's source id (the first source)
         self._camera_bufs = 0  # the buffers numbered for it
+        self.devices: dict[int, object] = {}   # source id -> the device it drives (the camera's too)
         self._halves_of_sources: dict[int, object] = {}   # source id -> its Python half (kept alive)
         self._value_slots: dict[str, int] = {}   # a per-frame value's name -> its slot
         self.frames: dict[int, Frame] = {}   # buffers Python holds
@@ -75,19 +95,23 @@ class FrameQueue:
 
     # -------------------------------------------------------------- sinks
     def add_sink(self, ops, state, policy: str, depth: int, half=None, offered: bool = True,
-                 source: int = 0) -> int:
+                 takes: int | tuple[int, ...] = 0) -> int:
         """A sink from now on: `ops` its C half (NULL: Python's), `state`
         the C half's struct (its Python half keeps it alive), its port's
-        `policy` and `depth`, the `source` whose frames it takes; `half`
-        answers when its C half asks (`asking()`). Its id."""
+        `policy` and `depth`, the source (or the tuple of sources) whose
+        frames it `takes`; `half` answers when its C half asks
+        (`asking()`). Its id."""
         if policy not in POLICIES:
             raise UsageError(f"unknown drop policy {policy!r}; use one of {', '.join(POLICIES)}")
+        mask = 0
+        for source in (takes,) if isinstance(takes, int) else takes:
+            mask |= 1 << source
         sink = lib.sits_queue_add_sink(self.c_queue, ops if ops is not None else ffi.NULL,
-                                       state if state is not None else ffi.NULL, POLICIES[policy], depth, int(offered))
+                                       state if state is not None else ffi.NULL, POLICIES[policy], depth,
+                                       int(offered), mask)
         if sink < 0:
             raise UsageError(f"a sink with policy {policy} and depth {depth}: at most "
                              f"{lib.SITS_Q_MAX_SINKS} sinks, depth 1 to {lib.SITS_Q_PORT_DEPTH}")
-        self.c_queue.sinks[sink].source = source
         self._halves[sink] = half
         return sink
 
@@ -197,23 +221,39 @@ class FrameQueue:
         src.fd = cap.fileno()
         for b in cap.buffers:
             L.queued[b.index] = L.unqueued[b.index] = L.holds[b.index] = 0
-        self.device = cap
-        cap.queue_owner = self
+        self.device = self.devices[self.camera] = cap
+        cap.queue_owner = DeviceOwner(self, self.camera, half)
 
-    @property
-    def source_fd(self) -> int:
-        """The fd whose readiness means a frame (DQBUF, or a timer tick)."""
-        return self.c_queue.sources[self.camera].fd
+    def add_device(self, cap) -> int:
+        """Queue another device's buffers from now on (before cap.start()),
+        a source of its own after the camera, its frames counted as
+        captured: a second camera, a timer source. Its source id."""
+        from sits.pipeline.queue_sources import half_of
+        if self.camera is None:
+            raise UsageError("the camera is the frame queue's first source: attach() it first")
+        half = half_of(cap)
+        source = self.add_source(half.ops, half.state, len(cap.buffers), counted=True, half=half)
+        self.set_source_fd(source, cap.fileno())
+        self.devices[source] = cap
+        cap.queue_owner = DeviceOwner(self, source, half)
+        return source
 
-    def detach(self) -> None:
-        """The device is gone or closing: nothing is queued into it any more.
-        Its frames that sinks still hold keep coming here when let go (their
-        holds end, nothing is queued), so that a lost camera can be closed
-        once the last goes; attach() takes the next device. Its frames'
-        records are never requeued."""
-        self.c_queue.sources[self.camera].fd = -1
+    def source_fd(self, source: int | None = None) -> int:
+        """The fd of `source` (the camera by default) whose readiness means
+        a frame (DQBUF, or a timer tick); -1: nothing is queued into it."""
+        return self.c_queue.sources[self._source(source)].fd
+
+    def detach(self, source: int | None = None) -> None:
+        """The device of `source` (the camera by default) is gone or
+        closing: nothing is queued into it any more. Its frames that sinks
+        still hold keep coming here when let go (their holds end, nothing is
+        queued), so that a lost camera can be closed once the last goes;
+        attach() takes the camera's next device. Its frames' records are
+        never requeued."""
+        source = self._source(source)
+        self.c_queue.sources[source].fd = -1
         if self.timeline is not None:
-            lib.sits_queue_timeline_device_gone(self.c_queue, self.camera)
+            lib.sits_queue_timeline_device_gone(self.c_queue, source)
 
     # the queue owner's part (CaptureDevice.start/stop/requeue call these)
     def requeue_idle(self, source: int | None = None) -> None:
@@ -226,11 +266,12 @@ class FrameQueue:
         """STREAMOFF took every queued buffer back from the driver."""
         lib.sits_queue_forget_queued(self.c_queue, self._source(source))
 
-    def release(self, buf) -> None:
-        """The last lease of a Python Frame went."""
-        if self.frames.get(buf.index) is not None and self.frames[buf.index].buffer is buf:
-            del self.frames[buf.index]
-        if self._drain(lib.sits_queue_release(self.c_queue, self.python_sink, buf.index)) == lib.SITS_Q_ERROR:
+    def release(self, buf, source: int | None = None) -> None:
+        """The last lease of a Python Frame of `source` (the camera by default) went."""
+        index = self.c_queue.sources[self._source(source)].first + buf.index
+        if self.frames.get(index) is not None and self.frames[index].buffer is buf:
+            del self.frames[index]
+        if self._drain(lib.sits_queue_release(self.c_queue, self.python_sink, index)) == lib.SITS_Q_ERROR:
             self.failed = self.failed or self.error()   # not raised inside a consumer's release()
 
     def with_driver(self, source: int | None = None) -> int:
@@ -311,9 +352,13 @@ class FrameQueue:
         last lease goes)."""
         frame = self.frames.get(index)
         if frame is None:
-            f = self.c_queue.frames[index]
-            d = raw.Dequeued(index, f.sequence, f.timestamp_ns, f.bytesused, 0)
-            frame = Frame(self.device, self.device.buffers[index], d, dequeued_ns=f.dequeued_ns)
+            L = self.c_queue
+            f = L.frames[index]
+            source = L.buffer_source[index]
+            device = self.devices[source]
+            buf = device.buffers[index - L.sources[source].first]
+            d = raw.Dequeued(buf.index, f.sequence, f.timestamp_ns, f.bytesused, 0)
+            frame = Frame(device, buf, d, dequeued_ns=f.dequeued_ns, source=source)
             self.frames[index] = frame
             lib.sits_queue_hold(self.c_queue, self.python_sink, index)
         return frame
@@ -414,4 +459,4 @@ class FrameQueue:
         else:
             err = (IoctlError if L.err_op in (lib.SITS_OP_DQBUF, lib.SITS_OP_QBUF, lib.SITS_OP_ATOMIC)
                    else KernelCallError)(L.err, op)
-        return QueueError(L.err_op, err, L.err_index)
+        return QueueError(L.err_op, err, L.err_index, L.err_source)

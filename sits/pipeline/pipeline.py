@@ -1,7 +1,13 @@
-"""Pipeline: one source, any number of consumers, one event loop.
+"""Pipeline: sources, any number of consumers, one event loop.
 
     pipeline = Pipeline(camera, display=display, consumers=[(cuda, "drop-oldest", 2)])
     summary = pipeline.run(frames=300)
+
+Several sources (a list: the first is the camera, which the display shows,
+and the one a reconnect waits for) stream into the same loop, each with its
+own buffers; a consumer takes the first source's frames, or those its Port
+names (`Port(c, takes=(cam, synthetic))`), each frame telling its source
+(`frame.source`: its place in the list).
 
 Each dequeued frame is offered to every consumer's port (consumer.py); the
 buffer goes back to the driver only when the display and every consumer
@@ -47,7 +53,11 @@ class Pipeline:
                  stall_timeout: float = 20.0, reconnect=None, closers=(),
                  frames: int | None = None, duration: float | None = None, summary: Summary | None = None,
                  timeline: str | None = None):
-        self.source = source
+        #: every source, the camera first (a frame's `source` is its place here)
+        self.sources = list(source) if isinstance(source, (list, tuple)) else [source]
+        if not self.sources:
+            raise UsageError("a pipeline needs a source")
+        source = self.source = self.sources[0]   # the camera (None while a lost one is waited for)
         self.display = display
         self.ports = [c if isinstance(c, Port) else Port(*c) if isinstance(c, tuple) else Port(c)
                       for c in consumers]
@@ -60,6 +70,7 @@ class Pipeline:
         self._closers = list(closers)         # owned: closed at the end, last first
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop_reason = None
+        self._watched: set[int] = set()       # the sources whose fd is in the loop
         self._error = None
         self._handlers: dict[int, object] = {}
         self._fences: set[int] = set()        # fence fds watched: work in flight
@@ -171,11 +182,14 @@ class Pipeline:
         self.watch(self._stop_r, lambda: os.read(self._stop_r, 64))
         src = self.source
         v4l2 = isinstance(src, CaptureDevice)
-        if not v4l2 and getattr(src, "timer_fd", None) is None:
-            raise UsageError(f"{src.path}: a pipeline's source is a V4L2 device or a timer source "
-                             "(the frame queue drives it)")
+        for s in self.sources:
+            if not isinstance(s, CaptureDevice) and getattr(s, "timer_fd", None) is None:
+                raise UsageError(f"{s.path}: a pipeline's source is a V4L2 device or a timer source "
+                                 "(the frame queue drives it)")
         self.queue = FrameQueue(self._poller.fileno())
         self.queue.attach(src)
+        for s in self.sources[1:]:   # numbered in the list's order: a frame's source is its place there
+            self.queue.add_device(s)
         if self.timeline is not None:
             from sits.pipeline.timeline import Timeline
             timeline = Timeline(self.timeline)
@@ -186,13 +200,18 @@ class Pipeline:
                 raise DeviceError(f"{src.path}: a display imports dma-bufs, and this source's buffers are not")
             self.display.attach(self.queue, src, self)
         for port in self.ports:
-            ctx = PipelineContext(src, self._consumer_watch(port), self.unwatch, self.fail, self.queue)
+            takes = self._takes(port)
+            ctx = PipelineContext(self.sources[takes[0]], self._consumer_watch(port), self.unwatch, self.fail,
+                                  self.queue, sources={i: self.sources[i] for i in takes})
             self._guard(port, port.consumer.start, ctx)
             if not port.consumer.in_queue:   # one that works in Python: a sink of its own
-                port.attach(self.queue)
+                port.attach(self.queue, takes)
         if v4l2:
             self._monitor()
         self.start_source(src)
+        for i, s in enumerate(self.sources[1:], 1):
+            s.start()
+            self._watch_source(i, True)
         if self.display is not None:
             self._handlers[self.display.card.fileno()] = self.display.flip_events
 
@@ -202,6 +221,18 @@ class Pipeline:
         if self.display is not None and not self.display.watching_fd():
             self._poller.register(self.display.card.fileno(), select.EPOLLIN)
             self.display.watching_fd(True)
+
+    def _takes(self, port) -> tuple[int, ...]:
+        """The ids of the sources `port`'s consumer takes frames from."""
+        wanted = port.takes if port.takes is not None else (self.source,)
+        ids = []
+        for s in (wanted if isinstance(wanted, (list, tuple)) else (wanted,)):
+            found = [i for i, mine in enumerate(self.sources) if mine is s]
+            if not found:
+                raise UsageError(f"consumer {port.consumer.name}: it takes frames from "
+                                 f"{getattr(s, 'path', s)}, which is no source of this pipeline")
+            ids.append(found[0])
+        return tuple(ids)
 
     def _consumer_watch(self, port):
         def watch(fd, callback):
@@ -243,31 +274,37 @@ class Pipeline:
         self.reconnect.lost(self)
 
     def start_source(self, src) -> None:
-        """Stream from `src` (the first source, or a camera come back)."""
-        self.source = src
+        """Stream from `src` (the camera, or a camera come back)."""
+        self.source = self.sources[0] = src
         self._last_frame = time.monotonic()
         src.start()
-        self._source_watched = False
-        self._watch_source(True)
+        self._watched.discard(self.queue.camera)
+        self._watch_source(self.queue.camera, True)
 
     def source_gone(self) -> None:
         """The camera vanished: its counts are kept, its fd leaves the loop."""
         cap = self.source
-        self._watch_source(False)
+        self._watch_source(self.queue.camera, False)
         self._stats_base.add(cap.stats)
-        self.source = None
+        self.source = self.sources[0] = None
 
-    def _watch_source(self, on: bool) -> None:
-        """The source fd in the loop, or out of it while a consumer blocks."""
-        if on == self._source_watched or self.source is None:
+    def _watch_source(self, source: int, on: bool) -> None:
+        """Source `source`'s fd in the loop, or out of it while a consumer blocks."""
+        if on == (source in self._watched) or self.sources[source] is None:
             return
-        fd = self.queue.source_fd
+        fd = self.queue.source_fd(source)
         if on:
-            self._handlers[fd] = self._on_source
+            self._handlers[fd] = lambda: self._step(lambda: self.queue.capture(source))
             self._poller.register(fd, select.EPOLLIN | select.EPOLLPRI)
+            self._watched.add(source)
         else:
             self.unwatch(fd)
-        self._source_watched = on
+            self._watched.discard(source)
+
+    def _watch_sources(self, capturing: bool) -> None:
+        """Each source's fd in the loop while it streams and no blocking consumer's port is full."""
+        for i, s in enumerate(self.sources):
+            self._watch_source(i, capturing and s is not None and not self.queue.blocked(i))
 
     # ---------------------------------------------------------------- loop
     def _loop(self, frames, duration):
@@ -302,7 +339,7 @@ class Pipeline:
             if self.queue.failed is not None:
                 failed, self.queue.failed = self.queue.failed, None
                 self._on_queue_error(failed)
-            self._watch_source(capturing and self.source is not None and not self.queue.blocked())
+            self._watch_sources(capturing)
             timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
             if self.source is not None:   # the steady state: the C frame queue's loop
                 self.queue.frames_limit = frames if capturing and frames else 0
@@ -384,9 +421,6 @@ class Pipeline:
             raise ConsumerError(f"consumer {port.consumer.name}: {type(exc).__name__}: {exc}") from exc
 
     # -------------------------------------------------------------- frames
-    def _on_source(self) -> None:
-        self._step(self.queue.capture)
-
     def _step(self, fn) -> int:
         """One step of the frame queue, with the display's numbers current."""
         if self.display is not None:
@@ -426,6 +460,12 @@ class Pipeline:
 
     def _on_queue_error(self, exc: QueueError) -> None:
         """A DQBUF or QBUF of the frame queue failed."""
+        if exc.source != self.queue.camera:
+            # another source: no reconnect waits for it, and its run cannot go on as asked
+            other = self.sources[exc.source]
+            if is_disconnect(exc.error):
+                raise DeviceError(f"{other.path} disconnected") from exc.error
+            raise exc.error
         cap = self.source
         if cap is None:
             return   # a lost camera's buffer: nothing to queue it into
@@ -438,12 +478,13 @@ class Pipeline:
         raise exc.error
 
     def _stop_capture(self) -> None:
-        if self.source is not None:
-            self._watch_source(False)
-            try:
-                self.source.stop()
-            except OSError:
-                pass
+        self._watch_sources(False)
+        for src in self.sources:
+            if src is not None:
+                try:
+                    src.stop()
+                except OSError:
+                    pass
         if self.display is not None:
             self.display.drop_waiting()
 
@@ -465,7 +506,6 @@ class Pipeline:
         if src is not None:
             st.add(src.stats)
         q = self.queue
-        c = q.source_counts()
         s.frames_captured = q.captured
         stage, display_dropped = None, 0
         if self.display is not None and self.display.K is not None:
@@ -484,10 +524,14 @@ class Pipeline:
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
-        s.buffer_errors = c["buffer_errors"]
-        s.v4l2_errors = {"requeue": c["requeue_errors"], "dequeue": st.dequeue_errors,
+        counts = [q.source_counts(i) for i in range(len(self.sources))]
+        s.buffer_errors = sum(c["buffer_errors"] for c in counts)
+        s.v4l2_errors = {"requeue": sum(c["requeue_errors"] for c in counts), "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
-        s.drops = {"sequence_gap": c["sequence_gaps"]}
+        s.drops = {"sequence_gap": sum(c["sequence_gaps"] for c in counts)}
+        s.sources = [{"device": src.path if src is not None else s.device, "captured": c["captured"],
+                      "sequence_gap": c["sequence_gaps"], "buffer_errors": c["buffer_errors"],
+                      "requeue_errors": c["requeue_errors"]} for src, c in zip(self.sources, counts)]
         if self.display is not None:
             s.drops["display"] = display_dropped
         if stage is not None:
@@ -519,19 +563,20 @@ class Pipeline:
         if self.display is not None and self.display.K is not None:
             self.display.close_fences()
         if q is not None:
-            q.detach()
+            for source in list(q.devices):
+                q.detach(source)
             # after the consumers' last releases; nothing changes the frames' records any more
             self.summary.timeline = q.end_timeline()
         if self.display is not None:
             self._handlers.pop(self.display.card.fileno(), None)   # in the epoll set or not: C's say
         for fd in [fd for fd in self._handlers if fd != self._stop_r]:
             self.unwatch(fd)
-        src = self.source
-        if src is not None and src.streaming:
-            try:
-                src.stop()
-            except OSError:
-                pass
+        for src in self.sources:
+            if src is not None and src.streaming:
+                try:
+                    src.stop()
+                except OSError:
+                    pass
         if self.reconnect is not None:
             self.reconnect.close()
         if self.display is not None:

@@ -30,7 +30,7 @@ class Stage:
         self._work_state = work_state
         S.work, S.work_state, S.out_bytes = work, work_state, out_bytes
         S.go_fd = S.done_fd = -1
-        S.sink = self.sink = queue.add_sink(lib.sits_stage_sink(), S, policy, depth, half=self, source=takes)
+        S.sink = self.sink = queue.add_sink(lib.sits_stage_sink(), S, policy, depth, half=self, takes=takes)
         S.source = self.source = queue.add_source(lib.sits_stage_source(), S, len(outputs), counted=False, half=self)
         self._inputs: list = []
         self.set_inputs(inputs, dmabufs)

@@ -50,6 +50,9 @@ class Summary:
     # stage name -> {"frames" made, "errors", "dropped" (a newer frame came first),
     # "work_ms_mean", "work_ms_max" (its worker's time a frame)}
     stages: dict = field(default_factory=dict)
+    # each source of the run, the camera first (a frame's `source` is its place):
+    # {"device", "captured", "sequence_gap", "buffer_errors", "requeue_errors"}
+    sources: list = field(default_factory=list)
     # consumer name -> {"taken", "dropped" (by its policy), "left" (queued at the stop)}
     consumers: dict = field(default_factory=dict)
     # consumers' own sections (Consumer.report(): e.g. "cuda"), top-level keys in as_dict()

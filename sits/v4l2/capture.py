@@ -71,13 +71,15 @@ class Lease:
 
 
 class Frame:
-    """A filled buffer out of the driver, with its sequence and timestamp."""
+    """A filled buffer out of the driver, with its sequence and timestamp;
+    `source`: which of a pipeline's sources it came from (0: the first)."""
 
-    __slots__ = ("buffer", "sequence", "timestamp_ns", "dequeued_ns", "bytesused", "_device", "_leases")
+    __slots__ = ("buffer", "sequence", "timestamp_ns", "dequeued_ns", "bytesused", "source", "_device", "_leases")
 
     def __init__(self, device: "CaptureDevice", buffer: CaptureBuffer, d: raw.Dequeued,
-                 dequeued_ns: int | None = None):
+                 dequeued_ns: int | None = None, source: int = 0):
         self._device = device  # a frame keeps its device alive
+        self.source = source
         self.buffer = buffer
         buffer.leased = True
         self.sequence = d.sequence

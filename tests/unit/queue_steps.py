@@ -86,7 +86,7 @@ class KmsStandIn:
     """The KMS sink's C half on a pipe for the DRM fd: flip events are
     written by the test, every commit is the test's (python_commits)."""
 
-    def __init__(self, q, lazy_flips: bool = False, source: int = 0):
+    def __init__(self, q, lazy_flips: bool = False, takes: int = 0):
         self.q = q
         self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         K = self.K = ffi.new("struct sits_kms *")
@@ -95,7 +95,7 @@ class KmsStandIn:
             commit.index, commit.fence = NONE, -1
         self._slots = [ffi.new("uint32_t[]", SLOTS) for _ in range(2)]
         K.latency.slots, K.submit.slots = self._slots
-        self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, source=source)
+        self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, takes=takes)
         q.sink_fd(self.sink, self.r)
         q.sink_fd_watched(self.sink, not lazy_flips)   # lazy: the next frame reads the event
         self.vblank = 1000

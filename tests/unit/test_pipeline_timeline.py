@@ -80,7 +80,7 @@ def test_one_record_per_frame_in_capture_order_with_the_gaps(tmp_path, name):
 
 
 def capture(q, cam, d) -> int:
-    select.select([q.source_fd], [], [], 5)
+    select.select([q.source_fd()], [], [], 5)
     code = q.capture()
     assert d.waiting() >= 0
     return code

@@ -33,9 +33,9 @@ class Chain:
         self.outputs = [np.zeros((H, PITCH), np.uint8) for _ in range(outputs)]
         self.stage = convert_stage(self.q, fourcc, W, H, STRIDE, self.inputs, self.outputs, PITCH)
         self.fourcc = fourcc
-        self.display = KmsStandIn(self.q, source=self.stage.source) if display else None
+        self.display = KmsStandIn(self.q, takes=self.stage.source) if display else None
         if not display:
-            self.sink = self.q.add_sink(None, None, "latest", 1, source=self.stage.source)
+            self.sink = self.q.add_sink(None, None, "latest", 1, takes=self.stage.source)
 
     def frame(self) -> int:
         """A tick: the camera's frame, offered to the stage; its buffer."""

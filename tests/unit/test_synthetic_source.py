@@ -78,7 +78,7 @@ def test_a_buffer_goes_back_only_with_its_last_lease():
         checked = []
 
         def two_holders(frame, lease):
-            q, i = cam.queue_owner, frame.buffer.index
+            q, i = cam.queue_owner.queue, frame.buffer.index
             other = frame.lease("cuda")
             lease.release()
             held_by_one = q.held(i)

@@ -177,7 +177,7 @@ int sits_cuda_done(struct sits_queue *L, struct sits_cuda *C)
 static void arm(struct sits_queue *L, struct sits_sink *s)
 {
 	struct sits_cuda *C = s->state;
-	s->deadline_ns = C->completed < C->launched && sits_queue_with_driver(L, s->source) < 2
+	s->deadline_ns = C->completed < C->launched && sits_queue_short(L, s)
 			 ? sits_now_ns() + CU_POLL_NS : 0;
 }
 

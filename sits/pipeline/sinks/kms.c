@@ -289,7 +289,7 @@ static int kms_on_fd(struct sits_queue *L, struct sits_sink *s)
 static int kms_want_fd(struct sits_queue *L, struct sits_sink *s)
 {
 	struct sits_kms *D = s->state;
-	return D->pending.index != SITS_Q_NONE && (s->port_n > 0 || sits_queue_with_driver(L, s->source) < 2);
+	return D->pending.index != SITS_Q_NONE && (s->port_n > 0 || sits_queue_short(L, s));
 }
 
 /* A buffer committed, on screen or waiting for its out-fence */
