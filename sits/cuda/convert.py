@@ -86,17 +86,20 @@ def _built(name: str, source: str):
 
 
 class FrameBatch:
-    """A converted batch: the tensor plus the frames' V4L2 sequence numbers and
-    timestamps. Exports __dlpack__ and __cuda_array_interface__ (the
+    """A converted batch: the tensor plus the frames' sources, V4L2 sequence
+    numbers and timestamps. Exports __dlpack__ and __cuda_array_interface__ (the
     tensor's, with the producing stream), so torch.from_dlpack(batch) and
     cupy.asarray(batch) share its memory; `event` completes when the kernel
     is done (and so has finished reading the frames)."""
 
-    def __init__(self, tensor, stream, event, sequences, timestamps_ns, import_path: str, zero_copy: bool):
+    def __init__(self, tensor, stream, event, sequences, timestamps_ns, import_path: str, zero_copy: bool,
+                 sources=None):
         self.tensor = tensor
         self.stream = stream
         self.event = event
         self.sequences = np.asarray(sequences, dtype=np.int64)
+        #: each frame's source (its place in the pipeline's sources; 0 for all where one source)
+        self.sources = np.zeros(len(self.sequences), np.int64) if sources is None else np.asarray(sources, np.int64)
         self.timestamps_ns = np.asarray(timestamps_ns, dtype=np.int64)
         self.import_path = import_path
         self.zero_copy = zero_copy

@@ -151,8 +151,11 @@ def _check_output_path(option: str, path: str) -> None:
         raise UsageError(f"{option} {path}: not writable")
 
 
-def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval: float = 0.5):
-    """The Pipeline for `opts` (camera -> display and/or `consumers`)."""
+def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, status_interval: float = 0.5):
+    """The Pipeline for `opts` (camera -> display and/or `consumers`);
+    `sources`: more sources beside the camera (configured and allocated,
+    the caller's to close), whose frames go to the consumers whose Port
+    takes them."""
     from sits.pipeline.pipeline import Pipeline
     from sits.pipeline.reconnect import Reconnect
     from sits.pipeline.stats import Summary
@@ -176,7 +179,7 @@ def build(opts: CaptureOptions, *, consumers=(), on_status=None, status_interval
         if display is not None:
             display.test(cap)
         reconnect = Reconnect(opts.fps, opts.buffers, memory) if opts.reconnect else None
-        p = Pipeline(cap, display=display, consumers=consumers, reconnect=reconnect,
+        p = Pipeline([cap, *sources], display=display, consumers=consumers, reconnect=reconnect,
                      closers=[o for o in owned if o is not display],
                      **_run_options(opts, on_status, status_interval, summary))
     except BaseException:

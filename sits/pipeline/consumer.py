@@ -118,7 +118,8 @@ class Port:
         if not 1 <= depth <= PORT_DEPTH:
             raise UsageError(f"queue depth {depth}: 1 to {PORT_DEPTH}")
         self.consumer, self.policy, self.depth = consumer, policy, depth
-        #: the source (or a tuple of sources) whose frames it takes; None: the pipeline's first
+        #: the source (or a tuple of sources) whose frames it takes, each a
+        #: source object or its place in the pipeline's list; None: the first
         self.takes = takes
         self.queue = self.sink = None
         self.left = 0       # still waiting when the pipeline stopped (released then)

@@ -170,7 +170,7 @@ class CudaConsumer(Consumer):
         # the batch done -> its leases released on the loop, per batch
         self.release_ms: collections.deque = collections.deque(maxlen=latency_samples)
         self._gpu_ms: list[float] = []
-        self._on_gpu: list[_BufferOnGpu] = []  # by buffer index
+        self._on_gpu: dict[tuple, _BufferOnGpu] = {}  # by (source, buffer index)
         self._in_flight: collections.deque = collections.deque()  # items of batches not yet done
         self._ctx = None
         self._stream = None
@@ -191,7 +191,16 @@ class CudaConsumer(Consumer):
 
         self._ctx = ctx
         self._stopping = False
-        fmt, buffers = ctx.format, list(ctx.buffers)
+        fmt = ctx.format
+        for other in ctx.sources.values():   # one conversion for every frame: one format
+            f = other.format
+            if (f.fourcc, f.width, f.height, f.bytesperline) != (fmt.fourcc, fmt.width, fmt.height, fmt.bytesperline):
+                raise UsageError(f"the CUDA stage converts the frames of {ctx.source.path} "
+                                 f"({fmt.fourcc} {fmt.width}x{fmt.height}) and of {other.path} "
+                                 f"({f.fourcc} {f.width}x{f.height}): the sources of one CUDA stage "
+                                 "share a format and size")
+        keyed = [((source, b.index), b) for source, src in ctx.sources.items() for b in src.buffers]
+        buffers = [b for _, b in keyed]
         self.plan = self.plan_for(fmt, ctx.source.path)
         self.import_path = self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
@@ -202,14 +211,14 @@ class CudaConsumer(Consumer):
         from sits.cuda.convert import FrameBatch, FrameConverter
         from sits.cuda.hostmem import HostRegistry
 
-        # A batch must leave a buffer for the driver to fill.
-        cap = max(1, min(self.max_batch, len(buffers) - 1))
+        # A batch must leave each source a buffer to fill.
+        cap = max(1, min(self.max_batch, len(buffers) - len(ctx.sources)))
         self._batch_type = FrameBatch
         self.registry = HostRegistry()
         try:
             self.converter = FrameConverter(self.plan, max_batch=cap, tables=CONVERTER_TABLES, registry=self.registry)
             self._stream = self.converter.stream
-            self._on_gpu = [self._set_up(b) for b in buffers]
+            self._on_gpu = {key: self._set_up(b) for key, b in keyed}
         except BaseException as exc:
             self._release_gpu()
             oom = None if isinstance(exc, CudaOutOfMemory) else out_of_memory(
@@ -224,13 +233,13 @@ class CudaConsumer(Consumer):
             self._warm_up(cap)
         # Every graph launched once before the first frame: first launches
         # cost more than the rest.
-        for on_gpu in self._on_gpu:
+        for on_gpu in self._on_gpu.values():
             if on_gpu.graph is not None:
                 on_gpu.graph.launch(self._stream)
         cp.cuda.runtime.deviceSynchronize()
         q = self._frame_queue = getattr(ctx, "frame_queue", None)
         if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
-            self._hand_to_queue(q, buffers)
+            self._hand_to_queue(q, tuple(ctx.sources))
             return
         self.completions = CompletionQueue()
         warm = cp.cuda.Event(disable_timing=True)  # the wake-up path used once, too
@@ -239,17 +248,19 @@ class CudaConsumer(Consumer):
         self.completions.drain()
         ctx.watch(self.completions.fileno(), self._on_completions)
 
-    def _hand_to_queue(self, q, buffers) -> None:
-        """Each buffer's conversion as a driver graph, launched by the frame queue's C."""
+    def _hand_to_queue(self, q, sources: tuple[int, ...]) -> None:
+        """Each buffer's conversion as a driver graph, launched by the frame
+        queue's C (by the queue's numbering of the buffers of `sources`)."""
         from sits.cuda.rawgraph import RawGraph, entry_points
         from sits.cuda.stamp import Stamps
         cp, stream = self._cp, self._stream
         nbytes = self.plan.src.frame_bytes
         graphs = {}
-        stamps = self._stamps = Stamps(max(b.index for b in buffers) + 1)
+        numbered = {q.buffers_of(source)[index]: on_gpu for (source, index), on_gpu in self._on_gpu.items()}
+        stamps = self._stamps = Stamps(max(numbered) + 1)
         try:
-            for buf, on_gpu in zip(buffers, self._on_gpu):
-                def enqueue(on_gpu=on_gpu, index=buf.index):
+            for queue_index, on_gpu in numbered.items():
+                def enqueue(on_gpu=on_gpu, index=queue_index):
                     stamps.begin(index, stream)
                     if on_gpu.staging is not None:
                         cp.cuda.runtime.memcpyAsync(on_gpu.staging.data.ptr, on_gpu.memfd.address, nbytes, H2D,
@@ -258,7 +269,7 @@ class CudaConsumer(Consumer):
                     stamps.end(index, stream)
                 raw = RawGraph(stream.ptr, enqueue)
                 self._raw_graphs.append(raw)
-                graphs[buf.index] = raw.exec
+                graphs[queue_index] = raw.exec
             for raw in self._raw_graphs:   # first launches cost more than the rest
                 raw.launch(stream.ptr)
             # the GPU time of one frame's conversion, for the report: the graph C launches
@@ -273,7 +284,8 @@ class CudaConsumer(Consumer):
             raise
         self._gpu_ms.append(cp.cuda.get_elapsed_time(start, end) / GPU_TIMING_EVERY)
         from sits.pipeline.cuda_queue import QueueCuda
-        self._queue, self.in_queue = QueueCuda(q, graphs, stream.ptr, entry_points(), stamps.address), True
+        self._queue = QueueCuda(q, graphs, stream.ptr, entry_points(), stamps.address, takes=sources)
+        self.in_queue = True
 
     def plan_for(self, fmt, where: str):
         """The conversion of frames in V4L2 format `fmt` (sits.v4l2.raw.Format)
@@ -365,22 +377,29 @@ class CudaConsumer(Consumer):
         if self.import_path == "staged":
             return
 
-        class Idle:  # a stand-in for a frame of buffer i
-            def __init__(self, i):
-                self.buffer = type("B", (), {"index": i})()
+        class Idle:  # a stand-in for a frame of the buffer `key` names
+            def __init__(self, key):
+                self.source = key[0]
+                self.buffer = type("B", (), {"index": key[1]})()
                 self.sequence = self.timestamp_ns = -1
+        keys = list(self._on_gpu)
         for n in range(2, cap + 1):
-            items = [(Idle(i), None) for i in range(n)]
+            items = [(Idle(key), None) for key in keys[:n]]
             for _ in range(CONVERTER_TABLES):  # every pointer table captures its own graph
                 self.converter.convert(self._frames(items)).synchronize()
             started = time.monotonic()
             self.converter.convert(self._frames(items)).synchronize()
             self.batcher.observe(n, time.monotonic() - started)
 
-    def tensor_for(self, index: int):
-        """The output tensor of capture buffer `index`'s own conversion (batches
-        of one): written again with each of that buffer's frames."""
-        return self._on_gpu[index].tensor
+    def tensor_for(self, index: int, source: int = 0):
+        """The output tensor of capture buffer `index`'s (of `source`) own
+        conversion (batches of one): written again with each of that
+        buffer's frames."""
+        return self._on_gpu[(source, index)].tensor
+
+    def _streaming(self) -> bool:
+        """Some source it takes still streams (a frame may still come)."""
+        return any(src is not None and src.streaming for src in self._ctx.sources.values())
 
     # ------------------------------------------------------------ frames
     def ready(self) -> bool:
@@ -399,21 +418,21 @@ class CudaConsumer(Consumer):
     def timeout(self) -> float | None:
         if self.batcher is None:
             return None
-        if len(self.batcher) and not self._ctx.source.streaming:
+        if len(self.batcher) and not self._streaming():
             return 0.0  # capture stopped: no frame will join these
         return self.batcher.timeout(time.monotonic())
 
     def tick(self) -> None:
         if self.batcher is None:
             return
-        flush_all = not self._ctx.source.streaming
+        flush_all = not self._streaming()
         while len(self.batcher) and (flush_all or self.batcher.due(time.monotonic())):
             self._flush()
 
     def busy(self) -> bool:
         if self.in_queue:
             q = self._queue
-            if q.in_flight() and not self._ctx.source.streaming:
+            if q.in_flight() and not self._streaming():
                 # No frame will come to ask for these: the last conversions
                 # (a few frames' GPU work) are waited for here.
                 self._stream.synchronize()
@@ -441,17 +460,17 @@ class CudaConsumer(Consumer):
         submitted = time.monotonic()
         if self._frame_queue is not None:
             for frame, _ in items:
-                self._frame_queue.cuda_stage(frame.buffer.index)
+                self._frame_queue.cuda_stage(self._frame_queue.buffers_of(frame.source)[frame.buffer.index])
         timed = self.batches % GPU_TIMING_EVERY == 0
         if len(items) == 1 and self.import_path != "staged":
             frame = items[0][0]
-            on_gpu = self._on_gpu[frame.buffer.index]
+            on_gpu = self._on_gpu[(frame.source, frame.buffer.index)]
             if timed:
                 on_gpu.start.record(stream)
             on_gpu.graph.launch(stream)
             on_gpu.event.record(stream)
             batch = self._batch_type(on_gpu.tensor, stream, on_gpu.event, (frame.sequence,), (frame.timestamp_ns,),
-                                     self.import_path, True)
+                                     self.import_path, True, sources=(frame.source,))
             start, end = (on_gpu.start, on_gpu.event) if timed else (None, None)
         else:
             start = end = None
@@ -464,6 +483,7 @@ class CudaConsumer(Consumer):
                         if frame.buffer.memfd is None:
                             cpu.enter_context(frame.buffer.dmabuf.cpu_access())
                 batch = self.converter.convert(self._frames(items))
+                batch.sources[:] = [frame.source for frame, _ in items]
             if timed:
                 end = self._cp.cuda.Event()
                 end.record(stream)
@@ -486,7 +506,7 @@ class CudaConsumer(Consumer):
         nbytes = self.plan.src.frame_bytes
         out = []
         for frame, _ in items:
-            on_gpu = self._on_gpu[frame.buffer.index]
+            on_gpu = self._on_gpu[(frame.source, frame.buffer.index)]
             if on_gpu.staging is not None:
                 cp.cuda.runtime.memcpyAsync(on_gpu.staging.data.ptr, on_gpu.memfd.address, nbytes, H2D, stream.ptr)
                 out.append(DeviceFrame(on_gpu.staging, frame.sequence, frame.timestamp_ns))
@@ -514,7 +534,7 @@ class CudaConsumer(Consumer):
         for frame, lease in items:
             self.latencies_ms.append((done_ns - frame.timestamp_ns) / 1e6)
             if self._frame_queue is not None:
-                self._frame_queue.cuda_stage(frame.buffer.index, done_ns)
+                self._frame_queue.cuda_stage(self._frame_queue.buffers_of(frame.source)[frame.buffer.index], done_ns)
             lease.release()
         self.release_ms.append((now_ns - done_ns) / 1e6)
         self.frames += len(items)
@@ -616,10 +636,10 @@ class CudaConsumer(Consumer):
 
     def _release_gpu(self) -> None:
         self._restore_schedule()
-        for on_gpu in self._on_gpu:
+        for on_gpu in self._on_gpu.values():
             if on_gpu.imported is not None:
                 on_gpu.imported.close()
-        self._on_gpu = []
+        self._on_gpu = {}
         if self.registry is not None:
             self.registry.close()
         self.converter = None

@@ -13,8 +13,8 @@ SAMPLES = 2048   # latency samples between two drains (the C half asks at half)
 
 
 class QueueCuda:
-    def __init__(self, queue, graphs: dict, stream: int, entry_points, stamps: int):
-        """Convert every frame in C from now on: `graphs` maps a buffer index
+    def __init__(self, queue, graphs: dict, stream: int, entry_points, stamps: int, takes: tuple[int, ...] = (0,)):
+        """Convert every frame of the sources `takes` in C from now on: `graphs` maps a buffer index
         to its conversion's CUgraphExec, launched on `stream`, whose first
         and last nodes write the buffer's stamp at `stamps` (host memory,
         SITS_CU_STAMP_WORDS u64 a buffer index; sits/cuda/stamp.py);
@@ -35,7 +35,7 @@ class QueueCuda:
         self.release_ms: collections.deque = collections.deque(maxlen=CUDA_LATENCY_WINDOW)
         # every frame goes to the GPU: the port never holds one for long
         self.sink = C.sink = queue.add_sink(lib.sits_cuda_sink(), C, "drop-oldest",
-                                            lib.SITS_Q_PORT_DEPTH, half=self)
+                                            lib.SITS_Q_PORT_DEPTH, half=self, takes=takes)
 
     def on_ask(self) -> None:
         """The C half's sample arrays are half full."""

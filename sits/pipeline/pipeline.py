@@ -227,7 +227,8 @@ class Pipeline:
         wanted = port.takes if port.takes is not None else (self.source,)
         ids = []
         for s in (wanted if isinstance(wanted, (list, tuple)) else (wanted,)):
-            found = [i for i, mine in enumerate(self.sources) if mine is s]
+            found = ([s] if isinstance(s, int) and 0 <= s < len(self.sources)
+                     else [i for i, mine in enumerate(self.sources) if mine is s])
             if not found:
                 raise UsageError(f"consumer {port.consumer.name}: it takes frames from "
                                  f"{getattr(s, 'path', s)}, which is no source of this pipeline")
