@@ -27,13 +27,15 @@ struct sits_frame {
 	__u64 cuda_done_ns;        /* ... and completed on the GPU */
 	__u64 late_ns;       /* committed this long after a vblank that followed its dequeue */
 	__u32 pid;           /* the process that dequeued it */
-	__u32 buffer;        /* V4L2 buffer index */
+	__u32 buffer;        /* V4L2 buffer index (the frame queue's: in its source's own numbering) */
 	__u32 sequence;
 	__u32 skipped_before;   /* sequence numbers the driver skipped just before it */
 	__u32 scanout_seq;   /* vblank counts */
 	__u32 replaced_seq;
 	__u32 flags;         /* SITS_FRAME_* */
 	__u32 crtc;
+	__u32 source;        /* the frame queue's source it came from (0: the first; the kernel's journey: 0) */
+	__u32 made_buffer;   /* the buffer a stage made it into, in the stage's own numbering, + 1 (0: none) */
 };
 /* cdef-end */
 

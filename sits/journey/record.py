@@ -29,7 +29,9 @@ STAGES = (*FRAME_STAGES,
           "cuda_done")       # ... and completed on the GPU
 
 FIELDS = ("pid",             # the process that dequeued it
-          "buffer",          # capture buffer index
+          "source",          # the source it came from (sits' pipeline: its place in the sources; else 0)
+          "buffer",          # capture buffer index (in its source's own numbering)
+          "made_buffer",     # the buffer a stage made it into (its own numbering; None: none)
           "sequence",        # V4L2 sequence number
           *(f"{s}_ns" for s in STAGES),
           "skipped_before",  # sequence numbers the driver skipped just before this one
@@ -46,7 +48,7 @@ FIELDS = ("pid",             # the process that dequeued it
 DROP_CAUSES = FRAME_DROPS
 
 
-_EMPTY = {**dict.fromkeys(FIELDS), "skipped_before": 0, "copied": False}
+_EMPTY = {**dict.fromkeys(FIELDS), "source": 0, "skipped_before": 0, "copied": False}
 
 
 def new(**values) -> dict:
@@ -76,7 +78,11 @@ def rows_of(frames) -> list[tuple]:
     # the flip events' vblank counter is 32 bits: a difference modulo 2^32
     vblanks = (frames["replaced_seq"] - frames["scanout_seq"]).astype(np.uint32).astype(object)
     vblanks[~shown] = None
-    columns = {"pid": frames["pid"].tolist(), "buffer": frames["buffer"].tolist(),
+    made = frames["made_buffer"].astype(np.int64) - 1
+    made_buffer = made.astype(object)
+    made_buffer[made < 0] = None
+    columns = {"pid": frames["pid"].tolist(), "source": frames["source"].tolist(),
+               "buffer": frames["buffer"].tolist(), "made_buffer": made_buffer.tolist(),
                "sequence": frames["sequence"].tolist(), "skipped_before": frames["skipped_before"].tolist(),
                "copied": ((frames["flags"] & FRAME_FLAGS["copied"]) != 0).tolist(), "vblanks": vblanks.tolist(),
                "late_ns": reached(frames["late_ns"])}

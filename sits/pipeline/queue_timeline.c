@@ -24,7 +24,8 @@ void sits_timeline_open(struct sits_queue *L, struct sits_q_frame *f)
 			continue;
 		memset(r, 0, sizeof *r);
 		r->id = L->captured - 1;
-		r->buffer = f->index;
+		r->buffer = (uint32_t)(f->index - src->first);
+		r->source = (uint32_t)f->source;
 		r->sequence = f->sequence;
 		r->skipped_before = (uint32_t)skipped;
 		r->captured_ns = f->timestamp_ns;
@@ -55,7 +56,7 @@ void sits_timeline_requeued(struct sits_queue *L, int32_t index)
 		return;
 	L->buffer_record[index] = 0;
 	struct sits_frame *r = &L->open_records[record - 1];
-	if (r->buffer != (uint32_t)index) {     /* a stage's buffer the frame was made into */
+	if (sits_queue_made(L, index)) {        /* a stage's buffer the frame was made into */
 		timeline_let_go(L, record, HOLD_STAGED);
 		return;
 	}
@@ -73,7 +74,9 @@ void sits_timeline_staged(struct sits_queue *L, int32_t from, struct sits_q_fram
 		return;
 	L->buffer_record[f->index] = (uint8_t)record;
 	L->record_holds[record - 1] |= HOLD_STAGED;
-	L->open_records[record - 1].made_ns = sits_now_ns();
+	struct sits_frame *r = &L->open_records[record - 1];
+	r->made_ns = sits_now_ns();
+	r->made_buffer = (uint32_t)(f->index - L->sources[L->buffer_source[f->index]].first + 1);
 }
 
 void sits_timeline_committed(struct sits_queue *L, uint32_t record, int64_t started_ns, int64_t late_ns, int copied)

@@ -165,6 +165,9 @@ def test_a_made_frame_is_a_copy_in_its_record_which_stays_open_until_the_copy_le
     assert f1["dequeued_ns"] < f1["made_ns"] <= f1["requeued_ns"]   # the camera's buffer went back once made
     assert f1["made_ns"] < f1["committed_ns"] and f1["requeued_ns"] < f1["scanout_ns"] == flips[0]
     assert f1["replaced_ns"] == flips[1]      # the record lasted until its copy left the screen
+    # both buffers: the camera's and the stage's (in its own numbering: two outputs, both on screen in turn)
+    assert f1["source"] == f2["source"] == 0 and f1["buffer"] != f2["buffer"]
+    assert {f1["made_buffer"], f2["made_buffer"]} == {0, 1}
 
 
 def test_at_the_stop_the_frames_waiting_for_the_stage_are_dropped_and_the_one_being_made_still_comes(chain):

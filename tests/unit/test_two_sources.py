@@ -73,6 +73,22 @@ def test_a_blocked_source_leaves_the_loop_while_the_other_streams():
         assert wakeups <= 4 * summary.frames_captured, summary.wakeups
 
 
+def test_the_timeline_names_each_frames_source_and_its_buffer_there(tmp_path):
+    from sits.journey import record
+    path = str(tmp_path / "t.ndjson")
+    with SyntheticCamera("YUYV", (64, 48), FPS, buffers=4) as a, \
+            SyntheticCamera("YUYV", (64, 48), FPS, buffers=3) as b:
+        seen = Seen("both")
+        summary = Pipeline([a, b], consumers=[Port(seen, "drop-oldest", 8, takes=(a, b))], timeline=path).run(frames=40)
+    recs = record.read(path)
+    assert len(recs) == summary.frames_captured
+    assert sorted((r["source"], r["sequence"], r["buffer"]) for r in recs) == \
+        sorted((s, seq, buf.index) for s, seq, buf in seen.frames)
+    assert {r["buffer"] for r in recs if r["source"] == 1} <= set(range(3))   # its own numbering
+    assert all(r["requeued_ns"] for r in recs if r["source"] == 1)   # each went back, recorded as such
+    assert all(r["made_buffer"] is None for r in recs)
+
+
 def test_a_consumer_of_a_source_the_pipeline_lacks_is_refused():
     with SyntheticCamera("YUYV", (64, 48), FPS) as a, SyntheticCamera("YUYV", (64, 48), FPS) as other:
         with pytest.raises(UsageError, match="no source of this pipeline"):
