@@ -116,7 +116,10 @@ static inline void sits_hist_slots(const __u64 *v, __u32 *slot, size_t n)
 ffibuilder = FFI()
 ffibuilder.cdef(_read("kernel.cdef") + "".join(
     f"static const unsigned long {name};\n" for name in ioctl_names())
-    + "extern const char *const sits_ioctl_names[];\n" + queue_cdef())
+    + "extern const char *const sits_ioctl_names[];\n" + queue_cdef()
+    # a stage's work done in Python (sits/pipeline/python_work.py): cffi's
+    # own syntax, so declared here rather than in stage.h, which C reads too
+    + 'extern "Python" int sits_python_work(struct sits_stage *, int32_t, uint32_t, int32_t);\n')
 ffibuilder.set_source(
     "sits._kernel_ffi",
     f'/* csrc headers {_headers_digest()} */\n#include "sits_kernel.h"\n' + PRODUCT_HEADERS + _halves_preamble()

@@ -37,6 +37,7 @@ class PixelFormat:
     sub_y: int = 1
     bits: int = 8      # bits per sample
     cuda: bool = False   # the CUDA kernels read it (their code for it: sits.cuda.layout.FORMAT_CODES)
+    compressed: bool = False   # a frame is as long as its bytesused says (no rows: bpp 0)
 
 
 # Only formats whose layouts we have checked against both sides.
@@ -54,6 +55,9 @@ FORMATS = [
     PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False, sub_x=2, sub_y=2, cuda=True),
     PixelFormat("NV16", "NV16", "NV16", 8, planes=2, rgb=False, sub_x=2, cuda=True),
     PixelFormat("P010", "P010", "P010", 16, planes=2, rgb=False, sub_x=2, sub_y=2, bits=10, cuda=True),
+    # compressed: decoded by a stage before anything shows or converts them
+    PixelFormat("MJPG", None, "MJPEG", 0, rgb=False, compressed=True),
+    PixelFormat("JPEG", None, "JPEG", 0, rgb=False, compressed=True),
 ]
 BY_V4L2 = {f.v4l2: f for f in FORMATS}
 BY_DRM = {f.drm: f for f in FORMATS if f.drm}

@@ -110,9 +110,9 @@ def choose_format(opts: CaptureOptions, cap: CaptureDevice, card: Card | None) -
     for code in BY_V4L2:
         if code in offered and drm_for_v4l2(code) in showable:
             return code
-    from sits.pipeline import convert
+    from sits.pipeline.display_stages import MAKERS
     for code in offered:
-        if code in convert.CONVERTERS:
+        if code in MAKERS:
             return code
     raise UsageError(f"camera offers {' '.join(offered)}; none can be shown or converted")
 
@@ -195,14 +195,14 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
 def _display(opts: CaptureOptions, card, fmt, summary, owned: list):
     """The display of `fmt`'s frames on `card` (zero-copy where a plane
     shows the format, else through the conversion stage), in `owned`."""
-    from sits.pipeline.convert_stage import FROM
     from sits.pipeline.display import KmsDisplay
+    from sits.pipeline.display_stages import MAKERS
     from sits.pipeline.writeback import WritebackCheck
     code = fmt.fourcc
     drm_code = drm_for_v4l2(code)
     showable = KmsOutput.supported_formats(card, opts.connector)
     zero_copy = drm_code in showable
-    if not zero_copy and code not in FROM:
+    if not zero_copy and code not in MAKERS:
         raise UsageError(f"no plane shows {code} and sits cannot convert it; planes show {' '.join(showable)}")
     display_code = drm_code if zero_copy else "XR24"
     checked = opts.verify or bool(opts.snapshot)

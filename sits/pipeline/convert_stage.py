@@ -17,5 +17,5 @@ def convert_stage(queue, fourcc: str, width: int, height: int, stride: int, inpu
     bytes) into XRGB8888 `outputs` (`pitch` bytes a row)."""
     C = ffi.new("struct sits_convert *")
     C.code, C.width, C.height, C.in_stride, C.out_pitch = FROM[fourcc], width, height, stride, pitch
-    return Stage(queue, lib.sits_convert_work(), C, takes=queue.camera, inputs=inputs, outputs=outputs,
+    return Stage(queue, "convert", lib.sits_convert_work(), C, takes=queue.camera, inputs=inputs, outputs=outputs,
                  out_bytes=pitch * height, **port)

@@ -99,14 +99,16 @@ class KmsDisplay:
     @staticmethod
     def _inputs(cap):
         """The camera's buffers' bytes and dma-bufs, for the conversion stage."""
-        return ({b.index: b.dmabuf.map() for b in cap.buffers}, {b.index: b.dmabuf.fileno() for b in cap.buffers})
+        return ({b.index: b.view() for b in cap.buffers},
+                {b.index: b.dmabuf.fileno() for b in cap.buffers if b.dmabuf is not None})
 
     def _conversion(self, queue, cap):
-        from sits.pipeline.convert_stage import convert_stage
+        """The stage that makes the camera's frames into the dumb buffers."""
+        from sits.pipeline.display_stages import MAKERS
         f = cap.format
         inputs, dmabufs = self._inputs(cap)
-        return convert_stage(queue, f.fourcc, f.width, f.height, f.bytesperline, inputs,
-                             [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs)
+        return MAKERS[f.fourcc](queue, f.fourcc, f.width, f.height, f.bytesperline, inputs,
+                                [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs)
 
     def _dumb_of(self, index: int) -> DumbBuffer:
         """The dumb buffer of the conversion stage's buffer `index`."""

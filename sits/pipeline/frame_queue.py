@@ -70,6 +70,10 @@ class DeviceOwner:
     def release(self, buf) -> None:
         self.queue.release(buf, self.id)
 
+    def number(self, index: int) -> int:
+        """The queue's number of the device's buffer `index`."""
+        return self.queue.buffers_of(self.id)[index]
+
 
 class FrameQueue:
     def __init__(self, epoll_fd: int):

@@ -196,7 +196,7 @@ class Pipeline:
             self._closers.append(timeline)   # closed here too when the run fails before its end
             self.queue.record_timeline(timeline)
         if self.display is not None:
-            if any(b.dmabuf is None for b in src.buffers):
+            if self.display.zero_copy and any(b.dmabuf is None for b in src.buffers):
                 raise DeviceError(f"{src.path}: a display imports dma-bufs, and this source's buffers are not")
             self.display.attach(self.queue, src, self)
         for port in self.ports:
@@ -517,9 +517,10 @@ class Pipeline:
             s.c_loop_commits = self.display.c_commits()
             s.latency_ms = self.display.latency_ms()
             s.dequeue_to_commit_ms = self.display.submit_ms()
-            stage = self.display.stage.counts() if self.display.stage is not None else None
+            made_by = self.display.stage
+            stage = made_by.counts() if made_by is not None else None
             if stage is not None:   # its frames that never reached the display are the display's drops too
-                s.stages = {"convert": stage}
+                s.stages = {made_by.name: stage}
                 s.frames_dropped += stage["dropped"] + stage["errors"]
         s.wakeups = {"c_loop": q.wakeups, "python": self._python_passes}
         s.duration_s = round(time.monotonic() - start, 3)
@@ -536,7 +537,7 @@ class Pipeline:
         if self.display is not None:
             s.drops["display"] = display_dropped
         if stage is not None:
-            s.drops["convert"], s.drops["convert_error"] = stage["dropped"], stage["errors"]
+            s.drops[made_by.name], s.drops[f"{made_by.name}_error"] = stage["dropped"], stage["errors"]
         if self.display is not None and self.display.writeback is not None:
             s.verify = dict(self.display.writeback.counts)
         for port in self.ports:

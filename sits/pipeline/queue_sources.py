@@ -15,8 +15,9 @@ class V4l2Source:
         self.state = S = ffi.new("struct sits_v4l2_source *")
         S.memory = cap.memory_type
         for b in cap.buffers:
-            S.dmabuf_fd[b.index] = b.dmabuf.fileno()
-            S.length[b.index] = b.dmabuf.size
+            if b.dmabuf is not None:   # queued as DMABUF (an MMAP buffer's is only its export)
+                S.dmabuf_fd[b.index] = b.dmabuf.fileno()
+                S.length[b.index] = b.dmabuf.size
 
 
 class TimerSource:
@@ -26,10 +27,13 @@ class TimerSource:
         self.ops = lib.sits_timer_source()
         self.state = ffi.new("struct sits_timer_source *")
 
-    def started(self, first_ns: int, period_ns: int) -> None:
-        """The timer runs: tick k lands at first_ns + k * period_ns."""
+    def started(self, first_ns: int, period_ns: int, bytesused: dict[int, int] | None = None) -> None:
+        """The timer runs: tick k lands at first_ns + k * period_ns; each
+        buffer's frame holds `bytesused` (the queue's buffer number -> bytes)."""
         T = self.state
         T.first_ns, T.period_ns, T.ticks = first_ns, period_ns, 0
+        for index, n in (bytesused or {}).items():
+            T.bytesused[index] = n
 
 
 def half_of(cap):

@@ -15,17 +15,18 @@ from sits.errors import DeviceError
 
 
 class Stage:
-    def __init__(self, queue, work, work_state, *, takes: int, inputs: dict[int, object],
+    def __init__(self, queue, name: str, work, work_state, *, takes: int, inputs: dict[int, object],
                  outputs: list[object], out_bytes: int, dmabufs: dict[int, int] | None = None,
                  policy: str = "latest", depth: int = 1):
-        """A stage of `queue` from now on: `work` (a struct sits_stage_work
+        """A stage of `queue` from now on, `name` in the summary (its counts;
+        its drops as NAME and NAME_error): `work` (a struct sits_stage_work
         *) with `work_state` (its struct; kept alive here) makes frames of
         source `takes`, whose buffers' bytes are `inputs` (the queue's
         buffer number -> a writable buffer object; `dmabufs`: -> the
         dma-buf fd whose reads are bracketed), into `outputs` (buffer
         objects of its own, `out_bytes` of image each); its port's
         `policy` and `depth`."""
-        self.queue = queue
+        self.queue, self.name = queue, name
         self.S = S = ffi.new("struct sits_stage *")
         self._work_state = work_state
         S.work, S.work_state, S.out_bytes = work, work_state, out_bytes

@@ -35,6 +35,8 @@ def synthetic_format(code: str, width: int, height: int, bytesperline: int | Non
         raise UsageError(f"synthetic source: format {code} unknown; supported: {' '.join(BY_V4L2)}")
     if width <= 0 or height <= 0:
         raise UsageError(f"synthetic source: size {width}x{height} is empty")
+    if pf.compressed:   # no rows; room for a frame of two bytes a pixel, as UVC drivers bound MJPEG
+        return raw.Format(code, width, height, 0, width * height * 2, lib.V4L2_FIELD_NONE, 0)
     row = width * pf.bpp // 8
     bpl = bytesperline or row
     if bpl < row:
@@ -45,6 +47,27 @@ def synthetic_format(code: str, width: int, height: int, bytesperline: int | Non
     else:
         size = bpl * height
     return raw.Format(code, width, height, bpl, size, lib.V4L2_FIELD_NONE, 0)
+
+
+def jpeg_fill(size: tuple[int, int], seed: int = 0, quality: int = 85, subsampling: str = "422") -> Callable:
+    """A fill for a JPEG source of `size`: every buffer its own JPEG frame
+    (random blocks, so that each decodes to a different image), by
+    libjpeg-turbo (simplejpeg); it returns the frame's length (bytesused)."""
+    import numpy as np
+    width, height = size
+
+    def fill(index: int, pixels) -> int:
+        import simplejpeg
+        blocks = np.random.default_rng((seed, index)).integers(0, 256, ((height + 15) // 16, (width + 15) // 16, 3),
+                                                                 dtype=np.uint8)
+        image = np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1)[:height, :width])
+        data = simplejpeg.encode_jpeg(image, quality=quality, colorsubsampling=subsampling)
+        if len(data) > pixels.size:
+            raise UsageError(f"synthetic source: a {width}x{height} JPEG of {len(data)} B does not fit "
+                             f"{pixels.size} B")
+        pixels[:len(data)] = np.frombuffer(data, np.uint8)
+        return len(data)
+    return fill
 
 
 def random_fill(seed: int = 0) -> Callable:
@@ -60,7 +83,9 @@ class SyntheticCamera:
     """`buffers` memfd capture buffers of `code` at `size`, frames at `fps`.
 
     `fill(index, pixels)` writes each buffer once (pixels: its bytes as a
-    numpy uint8 array); default `random_fill()`. A FrameQueue drives it
+    numpy uint8 array) and may return how many bytes it wrote (a compressed
+    frame's bytesused; None: all); default `random_fill()`, `jpeg_fill()`
+    for MJPG/JPEG. A FrameQueue drives it
     (`FrameQueue.attach`, as a Pipeline does): the queue reads the timer's
     ticks and fills its buffers, as it dequeues a V4L2 device's.
     """
@@ -85,7 +110,8 @@ class SyntheticCamera:
         self.fps = float(fps)
         self.queue_owner = None     # the C frame queue that drives this source
         self.buffers: list[CaptureBuffer] = []
-        fill = fill or random_fill()
+        fill = fill or (jpeg_fill(size) if BY_V4L2[code].compressed else random_fill())
+        self.bytesused: list[int] = []   # what each buffer's frame holds
         udmabuf = None
         try:
             if memory == "udmabuf":
@@ -98,7 +124,9 @@ class SyntheticCamera:
                 else:
                     memfd = MemFd.create(fmt.sizeimage, f"sits-synthetic-{i}")
                     self.buffers.append(CaptureBuffer(i, None, fmt, memfd=memfd))
-                fill(i, self.buffers[-1].memfd.array)
+                pixels = self.buffers[-1].memfd.array
+                n = fill(i, pixels)
+                self.bytesused.append(fmt.sizeimage if n is None else n)
         except BaseException:
             self.close()
             raise
@@ -137,8 +165,9 @@ class SyntheticCamera:
             raise UsageError("synthetic source: a frame queue drives it (FrameQueue.attach, or a Pipeline)")
         period = self.period_ns
         first = time.monotonic_ns() + period
-        self.queue_owner.requeue_idle()
-        self.queue_owner.source.started(first, period)
+        owner = self.queue_owner
+        owner.requeue_idle()
+        owner.source.started(first, period, {owner.number(b.index): n for b, n in zip(self.buffers, self.bytesused)})
         self._timer.start(first, period)
         self.streaming = True
 

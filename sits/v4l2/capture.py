@@ -2,23 +2,27 @@
 
 Buffers are dma-bufs from the start: MMAP buffers are exported once with
 VIDIOC_EXPBUF; with memory="heap"/"udmabuf" sits allocates them and queues
-them as V4L2_MEMORY_DMABUF. A dequeued buffer becomes a Frame; consumers
+them as V4L2_MEMORY_DMABUF. A driver that cannot export its buffers
+(v4l2loopback) still serves compressed formats: their frames are read from
+the buffers' mappings (a decoder reads them; nothing imports them). A dequeued buffer becomes a Frame; consumers
 take Leases on it and the buffer is queued again only when the last lease is
 released (after the flip that replaced it, a fence, a CUDA event) -- never by
 the dequeue itself.
 """
 import errno
+import mmap
 import time
 from dataclasses import dataclass
 
 from sits._kernel import lib
 from sits.dmabuf.buffer import DmaBuf
 from sits.errors import DeviceError, IoctlError, UsageError
-from sits.formats import fourcc
+from sits.formats import BY_V4L2, PixelFormat, fourcc
 from sits.v4l2 import raw
 from sits.v4l2.device import VideoDevice, video_paths
 
 CAPTURE = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE
+_RAW = PixelFormat("", None, "", 0)   # what a format not in the table is taken for: uncompressed
 MEMORY_KINDS = ("mmap", "heap", "udmabuf")
 
 
@@ -26,11 +30,12 @@ class CaptureBuffer:
     """One V4L2 buffer (an index of the driver's queue) and the dma-buf that
     holds its pixels."""
 
-    __slots__ = ("index", "dmabuf", "format", "queued", "leased", "memfd", "__weakref__")
+    __slots__ = ("index", "dmabuf", "format", "queued", "leased", "memfd", "mapped", "__weakref__")
 
-    def __init__(self, index: int, dmabuf: DmaBuf | None, fmt: raw.Format, memfd=None):
+    def __init__(self, index: int, dmabuf: DmaBuf | None, fmt: raw.Format, memfd=None, mapped: mmap.mmap | None = None):
         self.index = index
         self.dmabuf = dmabuf
+        self.mapped = mapped  # a driver buffer it could not export: its mapping (compressed frames)
         self.format = fmt
         self.queued = False   # owned by the driver
         self.leased = False   # owned by consumers (a Frame with live leases)
@@ -45,6 +50,14 @@ class CaptureBuffer:
     def __repr__(self):
         state = "queued" if self.queued else "leased" if self.leased else "idle"
         return f"<CaptureBuffer {self.index} {state}>"
+
+    def view(self):
+        """Its bytes, for a CPU reader (a decoder): the dma-buf's mapping, or the driver buffer's."""
+        if self.dmabuf is not None:
+            return self.dmabuf.map()
+        if self.mapped is not None:
+            return self.mapped
+        return self.memfd.array
 
 
 class Lease:
@@ -221,8 +234,7 @@ class CaptureDevice(VideoDevice):
         try:
             if memory == "mmap":
                 for i in range(granted):
-                    length = raw.querybuf(self.fileno(), i, mtype).length
-                    self.buffers.append(CaptureBuffer(i, DmaBuf(raw.expbuf(self.fileno(), i), length), fmt))
+                    self.buffers.append(self._exported(i, mtype, fmt))
             else:
                 self._allocator = self._open_allocator(memory)
                 for i in range(granted):
@@ -231,6 +243,18 @@ class CaptureDevice(VideoDevice):
             self.free()
             raise
         return self.buffers
+
+    def _exported(self, index: int, mtype: int, fmt: raw.Format) -> CaptureBuffer:
+        """MMAP buffer `index` as a dma-buf; for a compressed format from a
+        driver that cannot export (ENOTTY, EINVAL), its mapping."""
+        b = raw.querybuf(self.fileno(), index, mtype)
+        try:
+            return CaptureBuffer(index, DmaBuf(raw.expbuf(self.fileno(), index), b.length), fmt)
+        except IoctlError as exc:
+            if exc.errno not in (errno.ENOTTY, errno.EINVAL) or not BY_V4L2.get(fmt.fourcc, _RAW).compressed:
+                raise
+        return CaptureBuffer(index, None, fmt, mapped=mmap.mmap(self.fileno(), b.length, mmap.MAP_SHARED,
+                                                                mmap.PROT_READ, offset=b.m.offset))
 
     def _busy(self, exc: IoctlError) -> Exception:
         """EBUSY from a set-up ioctl means another process owns the queue."""
@@ -254,7 +278,10 @@ class CaptureDevice(VideoDevice):
             except OSError:
                 pass  # disconnected: the buffers are still ours to close
         for b in self.buffers:
-            b.dmabuf.close()
+            if b.dmabuf is not None:
+                b.dmabuf.close()
+            if b.mapped is not None:
+                b.mapped.close()
         if self.buffers or self.memory:
             try:
                 raw.reqbufs(self.fileno(), 0, self._memory_type)

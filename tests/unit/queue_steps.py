@@ -43,13 +43,13 @@ class Ticks:
     """The stand-in source: the frame queue's timer source on an eventfd
     (one write: one tick), attached as a SyntheticCamera is."""
 
-    def __init__(self, q, nbufs: int):
+    def __init__(self, q, nbufs: int, bytesused: dict[int, int] | None = None):
         self.fd = self.timer_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.buffers = [types.SimpleNamespace(index=i) for i in range(nbufs)]
         self.queue_owner = None
         q.attach(self)
         q.requeue_idle()    # every buffer given to the source, 0 first, as at STREAMON
-        q.source.started(1_000_000_000, 10_000_000)
+        q.source.started(1_000_000_000, 10_000_000, bytesused)
 
     def fileno(self) -> int:
         return self.fd

@@ -42,8 +42,10 @@ def test_formats_as_a_driver_reports_them():
     assert (f.bytesperline, f.sizeimage) == (1920, 1920 * 1080 * 3 // 2)
     f = synthetic_format("NV16", 64, 48, bytesperline=128)
     assert f.sizeimage == 128 * 48 * 2
-    with pytest.raises(UsageError, match="format MJPG unknown; supported: .*YUYV"):
-        synthetic_format("MJPG", 64, 48)
+    f = synthetic_format("MJPG", 64, 48)     # compressed: no rows, room for two bytes a pixel
+    assert (f.bytesperline, f.sizeimage) == (0, 64 * 48 * 2)
+    with pytest.raises(UsageError, match="format H264 unknown; supported: .*YUYV"):
+        synthetic_format("H264", 64, 48)
     with pytest.raises(UsageError, match="smaller than a row"):
         synthetic_format("YUYV", 64, 48, bytesperline=100)
 
@@ -125,3 +127,19 @@ def test_bad_arguments_are_refused():
         SyntheticCamera("YUYV", (64, 48), 0)
     with pytest.raises(UsageError, match="at least one"):
         SyntheticCamera("YUYV", (64, 48), FPS, buffers=0)
+
+
+def test_a_jpeg_source_carries_each_frames_length():
+    simplejpeg = pytest.importorskip("simplejpeg")
+    with SyntheticCamera("MJPG", (64, 48), FPS, buffers=3) as cam:
+        seen = []
+
+        def check(frame, lease):
+            data = frame.buffer.memfd.array[:frame.bytesused].tobytes()
+            seen.append((frame.buffer.index, frame.bytesused, simplejpeg.decode_jpeg(data).shape))
+            lease.release()
+        Pipeline(cam, consumers=[Each(check)]).run(frames=6)
+    assert len(seen) == 6
+    for index, used, shape in seen:
+        assert used == cam.bytesused[index] < cam.format.sizeimage and shape == (48, 64, 3)
+    assert len(set(cam.bytesused)) > 1   # each buffer its own frame

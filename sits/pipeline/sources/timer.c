@@ -14,6 +14,7 @@
 struct sits_timer_source {
 	/* set by Python (when the timer starts) */
 	int64_t first_ns, period_ns;            /* tick k lands at first_ns + k * period_ns */
+	uint32_t bytesused[SITS_Q_MAX_BUFS];    /* what each buffer's frame holds (by the queue's numbering) */
 	/* state */
 	int64_t ticks;                          /* ticks read */
 	uint64_t given_order[SITS_Q_MAX_BUFS];  /* when each was given back (by the queue's numbering): filled oldest first */
@@ -49,6 +50,7 @@ static int timer_take(struct sits_queue *L, struct sits_q_source *src, struct si
 	memset(f, 0, sizeof *f);
 	f->index = index;
 	f->sequence = (uint32_t)last;
+	f->bytesused = T->bytesused[index];
 	f->timestamp_ns = T->first_ns + last * T->period_ns;
 	return 1;
 }

@@ -1,0 +1,153 @@
+"""The JPEG decode stage in the C frame queue (its work in Python on the
+stage's worker thread: sits/pipeline/jpeg_stage.py, python_work.py),
+driven one event at a time: the timer source stands in for an MJPEG
+camera whose buffers hold JPEG frames of their own lengths (bytesused);
+a Python sink of the stage's frames takes what it makes. The queue's
+conservation check ends every step."""
+import select
+
+import numpy as np
+import pytest
+
+from sits._kernel import lib
+from sits.pipeline.frame_queue import NONE, FrameQueue
+from sits.pipeline.jpeg_stage import jpeg_stage
+from tests.unit.queue_steps import Ticks
+
+simplejpeg = pytest.importorskip("simplejpeg")
+
+W, H = 64, 32
+ROOM = W * H * 2
+
+
+def image(seed: int) -> np.ndarray:
+    """Flat 16x16 blocks of random colour (RGB): what a decoder gives back within a few levels."""
+    blocks = np.random.default_rng(seed).integers(0, 256, (H // 16, W // 16, 3), np.uint8)
+    return np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1))
+
+
+def strip_huffman_tables(jpeg: bytes) -> bytes:
+    """The frame as many UVC cameras send it: no DHT segment (the decoder
+    must use the standard tables)."""
+    out, i = bytearray(jpeg[:2]), 2
+    while i < len(jpeg):
+        marker, length = jpeg[i + 1], int.from_bytes(jpeg[i + 2:i + 4], "big")
+        if marker == 0xDA:     # start of scan: the rest is entropy-coded data
+            out += jpeg[i:]
+            break
+        if marker != 0xC4:
+            out += jpeg[i:i + 2 + length]
+        i += 2 + length
+    return bytes(out)
+
+
+class Chain:
+    def __init__(self, frames: list[bytes], pitch: int, bytesused: dict[int, int] | None = None, outputs: int = 2):
+        self.epoll = select.epoll()
+        self.q = FrameQueue(self.epoll.fileno())
+        self.inputs = {}
+        for i, data in enumerate(frames):
+            buf = np.zeros(ROOM, np.uint8)
+            buf[:len(data)] = np.frombuffer(data, np.uint8)
+            self.inputs[i] = buf
+        used = {i: len(data) for i, data in enumerate(frames)}
+        used.update(bytesused or {})
+        self.ticks = Ticks(self.q, len(frames), used)
+        self.outputs = [np.zeros((H, pitch), np.uint8) for _ in range(outputs)]
+        self.stage = jpeg_stage(self.q, "MJPG", W, H, 0, self.inputs, self.outputs, pitch)
+        self.sink = self.q.add_sink(None, None, "latest", 1, takes=self.stage.source)
+
+    def frame(self) -> None:
+        self.ticks.tick()
+        assert self.q.capture() == 0
+
+    def made(self) -> int:
+        """The worker's answer, taken by the stage's source: the buffer the
+        Python sink was handed (NONE: nothing made)."""
+        r, _, _ = select.select([self.stage.fileno()], [], [], 10)
+        assert r, "the worker answered nothing in 10 s"
+        L = self.q.c_queue
+        self.q.capture(self.stage.source)
+        if L.delivered.index == NONE:
+            lib.sits_queue_pump(L, self.sink)
+        index = L.delivered.index
+        L.delivered.index = NONE
+        if index != NONE:
+            lib.sits_queue_release(L, self.sink, index)
+        return index
+
+    def output(self, index: int) -> np.ndarray:
+        first = self.q.c_queue.sources[self.stage.source].first
+        return self.outputs[index - first]
+
+    def close(self):
+        self.stage.close()
+        self.ticks.close()
+        self.epoll.close()
+
+
+@pytest.fixture
+def chain():
+    made = []
+
+    def make(*args, **kw):
+        c = Chain(*args, **kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.mark.parametrize("subsampling", ["422", "420"])
+@pytest.mark.parametrize("pitch", [W * 4, W * 4 + 64], ids=["packed", "padded"])
+def test_each_frame_is_decoded_from_its_own_buffer_into_xrgb(chain, subsampling, pitch):
+    images = [image(seed) for seed in range(3)]
+    c = chain([simplejpeg.encode_jpeg(im, quality=95, colorsubsampling=subsampling) for im in images], pitch)
+    for n in range(3):
+        c.frame()
+        out = c.made()
+        assert out != NONE
+        xrgb = c.output(out)[:, :W * 4].reshape(H, W, 4)
+        # XRGB8888 in memory: B, G, R, X; the camera's own image, within
+        # JPEG's error inside each block (chroma is interpolated across edges)
+        inner = (slice(None), slice(4, 12), slice(None), slice(4, 12))
+        got = xrgb[:, :, :3].reshape(H // 16, 16, W // 16, 16, 3)[inner].astype(int)
+        want = images[n][:, :, ::-1].reshape(H // 16, 16, W // 16, 16, 3)[inner].astype(int)
+        assert np.abs(got - want).max() <= 12
+    assert c.stage.counts()["frames"] == 3 and c.stage.counts()["errors"] == 0
+
+
+def test_a_frame_without_huffman_tables_decodes_as_with_them(chain):
+    jpeg = simplejpeg.encode_jpeg(image(5), quality=90, colorsubsampling="422")
+    c = chain([jpeg, strip_huffman_tables(jpeg)], W * 4)
+    c.frame()
+    with_tables = c.output(c.made()).copy()
+    c.frame()
+    assert np.array_equal(c.output(c.made()), with_tables)
+
+
+def test_a_truncated_frame_is_a_decode_error_and_the_next_is_decoded(chain):
+    good = simplejpeg.encode_jpeg(image(1), quality=90)
+    # buffer 1 says it holds its headers and the scan's first bytes only:
+    # libjpeg-turbo would warn and fill the rest grey
+    cut = good.index(b"\xff\xda") + 24
+    c = chain([good, good, good], W * 4, bytesused={1: cut})
+    L = c.q.c_queue
+    c.frame()
+    assert c.made() != NONE
+    c.frame()
+    assert c.made() == NONE              # nothing made of the truncated frame
+    assert L.queued[1]                   # its buffer went back to the camera
+    c.frame()
+    assert c.made() != NONE              # the stage goes on
+    counts = c.stage.counts()
+    assert counts["frames"] == 2 and counts["errors"] == 1 and c.stage.work.corrupt == 1
+
+
+def test_a_frame_of_another_size_is_an_error_not_an_overflow(chain):
+    other = simplejpeg.encode_jpeg(np.zeros((H * 2, W, 3), np.uint8), quality=90)
+    c = chain([other], W * 4)
+    c.frame()
+    assert c.made() == NONE
+    assert c.stage.counts()["errors"] == 1 and c.stage.work.wrong_size == 1
