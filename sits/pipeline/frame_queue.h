@@ -143,6 +143,7 @@ struct sits_q_source {
 	int64_t captured;           /* frames taken from it */
 	int64_t dequeued, buffer_errors, requeue_errors;   /* Python drains them */
 	int64_t sequence_gaps;      /* sequence numbers it skipped (no buffer was queued) */
+	int64_t unqueued_fills;     /* frames it put in buffers it did not have (dropped: a sink may read them) */
 	int64_t gaps_recorded;      /* ... of which the timeline has told */
 	uint32_t last_sequence;
 	int32_t sequence_seen;      /* last_sequence is valid (0 after STREAMON: V4L2 starts again at 0) */

@@ -313,10 +313,12 @@ class FrameQueue:
         """A source's counts (the camera's by default; V4L2's: dequeues,
         error buffers, refused requeues, skipped sequence numbers)."""
         if source is None and self.camera is None:
-            return {"captured": 0, "dequeued": 0, "buffer_errors": 0, "requeue_errors": 0, "sequence_gaps": 0}
+            return {"captured": 0, "dequeued": 0, "buffer_errors": 0, "requeue_errors": 0, "sequence_gaps": 0,
+                    "unqueued_fills": 0}
         src = self.c_queue.sources[self._source(source)]
         return {"captured": src.captured, "dequeued": src.dequeued, "buffer_errors": src.buffer_errors,
-                "requeue_errors": src.requeue_errors, "sequence_gaps": src.sequence_gaps}
+                "requeue_errors": src.requeue_errors, "sequence_gaps": src.sequence_gaps,
+                "unqueued_fills": src.unqueued_fills}
 
     def blocked(self, source: int | None = None) -> bool:
         """A blocking sink of `source` (the camera by default) has a full

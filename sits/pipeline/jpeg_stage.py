@@ -36,6 +36,16 @@ class JpegDecode:
         # a pitch wider than the rows: decoded here, then copied row by row
         self.rows = None if pitch == width * 4 else np.empty((height, width * 4), np.uint8)
         self.corrupt = self.wrong_size = 0
+        self.last_error = ""
+
+    def why(self) -> str:
+        """Its errors, in words."""
+        parts = []
+        if self.corrupt:
+            parts.append(f"{self.corrupt} corrupt or truncated, the last: {self.last_error}")
+        if self.wrong_size:
+            parts.append(f"{self.wrong_size} not {self.width}x{self.height}")
+        return "; ".join(parts) or "none"
 
     def make(self, S, index, bytesused, out) -> int:
         data = ffi.buffer(S.in_ptr[index], bytesused)
@@ -43,6 +53,7 @@ class JpegDecode:
             h, w, _, _ = self.decoder.decode_jpeg_header(data)
             if (w, h) != (self.width, self.height):
                 self.wrong_size += 1
+                self.last_error = f"a {w}x{h} frame"
                 return errno.EBADMSG
             dest = np.frombuffer(ffi.buffer(S.out_ptr[out], S.out_bytes), np.uint8).reshape(self.height, self.pitch)
             if self.rows is None:
@@ -50,8 +61,9 @@ class JpegDecode:
             else:
                 self.decoder.decode_jpeg(data, colorspace="BGRX", buffer=self.rows, strict=True)
                 dest[:, :self.width * 4] = self.rows
-        except ValueError:
+        except ValueError as exc:
             self.corrupt += 1
+            self.last_error = str(exc)
             return errno.EBADMSG
         return 0
 
@@ -69,5 +81,5 @@ def jpeg_stage(queue, fourcc: str, width: int, height: int, stride: int, inputs:
         raise UsageError(f"{fourcc} frames need simplejpeg (libjpeg-turbo): pip install simplejpeg ({exc})") from None
     stage = Stage(queue, "decode", python_work.WORK, python_work.handle(work), takes=queue.camera, inputs=inputs,
                   outputs=outputs, out_bytes=pitch * height, **port)
-    stage.work = work
+    stage.work_object = work
     return stage

@@ -37,6 +37,9 @@ from sits.pipeline.stats import Summary
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
+# frames the display's stage failed to make before it made any: a camera that
+# sends nothing it can use (all corrupt, another size) ends the run
+HOPELESS_FRAMES = 10
 STOP_WAIT_S = 2.0        # the last flip, fences and consumers' work at the end: bounded
 # a writeback in flight at the end is waited for much longer: under the test
 # VM's emulated CPU vkms takes seconds to compose a 1080p frame, and a run
@@ -340,6 +343,7 @@ class Pipeline:
             if self.queue.failed is not None:
                 failed, self.queue.failed = self.queue.failed, None
                 self._on_queue_error(failed)
+            self._check_stage()
             self._watch_sources(capturing)
             timeout = self._timeout(now, deadline if capturing else stop_deadline + self._writeback_grace())
             if self.source is not None:   # the steady state: the C frame queue's loop
@@ -379,6 +383,17 @@ class Pipeline:
                 wb.counts["unfinished"] = 1
                 s.verify = dict(wb.counts)
             s.snapshot = wb.finish()
+
+    def _check_stage(self) -> None:
+        """A display's stage that has made nothing of HOPELESS_FRAMES frames ends the run."""
+        stage = self.display.stage if self.display is not None else None
+        if stage is None:
+            return
+        c = stage.counts()
+        if c["frames"] == 0 and c["errors"] >= HOPELESS_FRAMES:
+            raise DeviceError(f"{self.source.path if self.source else 'the camera'}: none of its first "
+                              f"{c['errors']} frames could be made into the display's ({stage.name} errors: "
+                              f"{stage.why()})")
 
     def _timeout(self, now: float, deadline: float | None) -> float:
         """Seconds the loop may wait: the status line, the run's deadline,
@@ -531,6 +546,9 @@ class Pipeline:
         s.v4l2_errors = {"requeue": sum(c["requeue_errors"] for c in counts), "dequeue": st.dequeue_errors,
                          "setup_retries": st.setup_retries, "stream_restarts": st.stream_restarts}
         s.drops = {"sequence_gap": sum(c["sequence_gaps"] for c in counts)}
+        unqueued = sum(c["unqueued_fills"] for c in counts)
+        if unqueued:   # a driver that fills buffers it was not given (v4l2loopback)
+            s.drops["unqueued_fill"] = unqueued
         s.sources = [{"device": src.path if src is not None else s.device, "captured": c["captured"],
                       "sequence_gap": c["sequence_gaps"], "buffer_errors": c["buffer_errors"],
                       "requeue_errors": c["requeue_errors"]} for src, c in zip(self.sources, counts)]

@@ -27,6 +27,7 @@ class Stage:
         objects of its own, `out_bytes` of image each); its port's
         `policy` and `depth`."""
         self.queue, self.name = queue, name
+        self.work_object = None   # a Python work (python_work.py), for its own counts
         self.S = S = ffi.new("struct sits_stage *")
         self._work_state = work_state
         S.work, S.work_state, S.out_bytes = work, work_state, out_bytes
@@ -77,6 +78,11 @@ class Stage:
         return {"frames": S.made, "errors": S.errors, "dropped": waits["dropped"],
                 "work_ms_mean": round(S.work_ns / max(1, S.made + S.errors) / 1e6, 3),
                 "work_ms_max": round(S.work_max_ns / 1e6, 3)}
+
+    def why(self) -> str:
+        """What its errors were, in words (its work's, where it keeps them)."""
+        why = getattr(self.work_object, "why", None)
+        return why() if why is not None else f"errno {self.S.job_err}"
 
     def close(self) -> None:
         """The worker ends its job and goes; what the stage holds goes back."""

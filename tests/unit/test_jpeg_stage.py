@@ -142,7 +142,7 @@ def test_a_truncated_frame_is_a_decode_error_and_the_next_is_decoded(chain):
     c.frame()
     assert c.made() != NONE              # the stage goes on
     counts = c.stage.counts()
-    assert counts["frames"] == 2 and counts["errors"] == 1 and c.stage.work.corrupt == 1
+    assert counts["frames"] == 2 and counts["errors"] == 1 and c.stage.work_object.corrupt == 1
 
 
 def test_a_frame_of_another_size_is_an_error_not_an_overflow(chain):
@@ -150,4 +150,4 @@ def test_a_frame_of_another_size_is_an_error_not_an_overflow(chain):
     c = chain([other], W * 4)
     c.frame()
     assert c.made() == NONE
-    assert c.stage.counts()["errors"] == 1 and c.stage.work.wrong_size == 1
+    assert c.stage.counts()["errors"] == 1 and c.stage.work_object.wrong_size == 1

@@ -64,6 +64,11 @@ echo 1 >/proc/sys/kernel/sysrq
 [ -w /proc/sys/kernel/unknown_nmi_panic ] && echo 1 >/proc/sys/kernel/unknown_nmi_panic
 [ -w /proc/sys/kernel/panic_print ] && echo 64 >/proc/sys/kernel/panic_print   # all CPUs' backtraces
 
+# v4l2loopback (an MJPEG camera; tools/vm/setup builds it beside vkms) is
+# loaded by the tests that want it (tests/vm/loopback.py), not here.
+lb=$(dirname "$vkms")/v4l2loopback.ko
+[ -f "$lb" ] && export SITS_VM_V4L2LOOPBACK="$lb"
+
 . "$job/job.sh" || fail "cannot read $job/job.sh"
 cd "$cwd" || fail "cannot cd to $cwd"
 say run

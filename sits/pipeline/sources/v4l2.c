@@ -54,7 +54,16 @@ static int v4l2_take(struct sits_queue *L, struct sits_q_source *src, struct sit
 				return 0;
 			return -sits_queue_fail(L, SITS_OP_DQBUF, -1);
 		}
+		int given = L->queued[src->first + (int32_t)b.index];
 		sits_source_took(L, src, src->first + (int32_t)b.index, b.sequence);
+		if (!given) {
+			/* a frame in a buffer the driver did not have (v4l2loopback's
+			 * readers share its writer's ring): a sink may still read
+			 * that buffer, so the frame is not taken (its sequence
+			 * number counts: no gap) */
+			src->unqueued_fills++;
+			continue;
+		}
 		if (!(b.flags & V4L2_BUF_FLAG_ERROR))
 			break;
 		src->buffer_errors++;
