@@ -416,6 +416,8 @@ int sits_queue_capture(struct sits_queue *L, int32_t source)
 	if (src->counted) {     /* a stage's frame keeps its source's identity and times */
 		f.source = source;
 		f.dequeued_ns = L->last_frame_ns = sits_now_ns();
+		if (!L->first_frame_ns)
+			L->first_frame_ns = f.dequeued_ns;
 		L->captured++;
 		if (L->timeline)
 			sits_timeline_open(L, &f);

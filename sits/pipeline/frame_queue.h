@@ -184,7 +184,7 @@ struct sits_queue {
 	uint8_t unqueued[SITS_Q_MAX_BUFS];  /* the source refused it: given again before the next take */
 	struct sits_q_frame delivered;      /* a frame for a Python sink */
 	int32_t delivered_sink;
-	int64_t captured, last_frame_ns;    /* frames of the counted sources */
+	int64_t captured, first_frame_ns, last_frame_ns;    /* frames of the counted sources; when the first and last came */
 	int64_t wakeups;            /* run()'s epoll_wait returns: the steady state's cost in wake-ups */
 	int32_t err, err_op, err_index;
 	int32_t err_source;         /* the source whose DQBUF or QBUF failed */

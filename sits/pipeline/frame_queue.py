@@ -292,6 +292,13 @@ class FrameQueue:
         return self.c_queue.captured
 
     @property
+    def capture_fps(self) -> float:
+        """Frames captured a second, between the first frame's dequeue and the last's (0: fewer than two)."""
+        L = self.c_queue
+        span = L.last_frame_ns - L.first_frame_ns
+        return (L.captured - 1) / span * 1e9 if L.captured > 1 and span > 0 else 0.0
+
+    @property
     def last_frame_ns(self) -> int:
         """When the last frame was dequeued (0: none yet)."""
         return self.c_queue.last_frame_ns

@@ -541,6 +541,7 @@ class Pipeline:
         s.duration_s = round(time.monotonic() - start, 3)
         s.cpu_ms_per_frame = round(1000 * cpu / max(1, s.frames_captured), 3)
         s.fps = round(s.frames_displayed / s.duration_s, 2) if s.duration_s else 0.0
+        s.capture_fps = round(q.capture_fps, 2)
         counts = [q.source_counts(i) for i in range(len(self.sources))]
         s.buffer_errors = sum(c["buffer_errors"] for c in counts)
         s.v4l2_errors = {"requeue": sum(c["requeue_errors"] for c in counts), "dequeue": st.dequeue_errors,

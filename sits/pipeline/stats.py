@@ -34,6 +34,7 @@ class Summary:
     dequeue_to_commit_ms: dict = field(default_factory=dict)
     cpu_ms_per_frame: float = 0.0
     fps: float = 0.0
+    capture_fps: float = 0.0   # frames captured a second, the first frame's dequeue to the last's
     duration_s: float = 0.0
     snapshot: str | None = None
     stopped_by: str = ""

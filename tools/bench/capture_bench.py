@@ -196,10 +196,11 @@ def measure(fps: int, names: list[str]) -> dict:
             a["marginal"].append(1000 * (long_.cpu - short.cpu) / (LONG - SHORT))
             s = json.loads(long_.out) if name.startswith("sits") else None
             # the camera's rate as this pipeline saw it: sits' own (its frames
-            # over its streaming time); GStreamer's, the extra frames over the
-            # extra time (start-ups that differ by more than the 300 frames'
-            # time, as a loaded host's file reads make them, spoil that one)
-            seen = (s["frames_captured"] / s["duration_s"] if s is not None
+            # from the first to the last: its run's duration has the start
+            # and the stop in it); GStreamer's, the extra frames over the extra
+            # time (start-ups that differ by more than the 300 frames' time,
+            # as a loaded host's file reads make them, spoil that one)
+            seen = (s["capture_fps"] if s is not None
                     else (LONG - SHORT) / (long_.exit_s - short.exit_s))
             a["rates"].append(seen)
             per_s = long_.steady_cpu_per_s(LONG, seen)
