@@ -39,6 +39,19 @@ CONFIGS = {  # the holders a trace's frames meet
 }
 
 
+def closing(cls):
+    """A fixture's body: yields a maker of `cls` objects, each closed when the test ends."""
+    made = []
+
+    def make(*args, **kw):
+        obj = cls(*args, **kw)
+        made.append(obj)
+        return obj
+    yield make
+    for obj in made:
+        obj.close()
+
+
 class Ticks:
     """The stand-in source: the frame queue's timer source on an eventfd
     (one write: one tick), attached as a SyntheticCamera is."""

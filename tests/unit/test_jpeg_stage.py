@@ -12,7 +12,7 @@ import pytest
 from sits._kernel import lib
 from sits.pipeline.frame_queue import NONE, FrameQueue
 from sits.pipeline.jpeg_stage import jpeg_stage
-from tests.unit.queue_steps import Ticks
+from tests.unit.queue_steps import Ticks, closing
 
 simplejpeg = pytest.importorskip("simplejpeg")
 
@@ -88,15 +88,7 @@ class Chain:
 
 @pytest.fixture
 def chain():
-    made = []
-
-    def make(*args, **kw):
-        c = Chain(*args, **kw)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from closing(Chain)
 
 
 @pytest.mark.parametrize("subsampling", ["422", "420"])

@@ -15,7 +15,7 @@ from sits.pipeline.convert_stage import convert_stage
 from sits.journey import record
 from sits.pipeline.frame_queue import NONE, FrameQueue
 from sits.pipeline.timeline import Timeline
-from tests.unit.queue_steps import KmsStandIn, Ticks
+from tests.unit.queue_steps import KmsStandIn, Ticks, closing
 
 W, H = 16, 4
 STRIDE, PITCH = W * 2 + 8, W * 4 + 16   # padded rows on both sides
@@ -87,15 +87,7 @@ class Chain:
 
 @pytest.fixture
 def chain():
-    made = []
-
-    def make(**kw):
-        c = Chain(**kw)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
+    yield from closing(Chain)
 
 
 @pytest.mark.parametrize("fourcc", ["YUYV", "UYVY"])
