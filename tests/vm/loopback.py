@@ -68,6 +68,8 @@ class Feeder:
         self.frames, self.period = frames, 1.0 / fps
         self.fd = os.open(PATH, os.O_RDWR | os.O_CLOEXEC)
         raw.s_fmt(self.fd, fourcc("MJPG"), *size, buf_type=lib.V4L2_BUF_TYPE_VIDEO_OUTPUT)
+        # the rate a reader is told (GStreamer's caps ask for it)
+        raw.s_fps(self.fd, round(fps), buf_type=lib.V4L2_BUF_TYPE_VIDEO_OUTPUT)
         self.written = 0
         self._write()
         self._stop = threading.Event()

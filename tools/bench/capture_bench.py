@@ -10,7 +10,9 @@ At each camera rate (BENCH_FPS, default 5,10,30,60,120: vivid XR24, and
 GStreamer BGRx, 1280x720, or 640x360 above vkms' 60 Hz) every pipeline
 (BENCH_ONLY, default sits mmap and GStreamer dmabuf) shows the same camera
 on vkms, and sits shows its synthetic source the same way (no peer: the
-display path without vivid's fill). Marginal cost: CPU (user+sys) of a 320-frame run minus a 20-frame
+display path without vivid's fill). BENCH_ONLY="sits MJPG,gst v4l2src MJPG"
+measures an MJPEG camera (v4l2loopback fed JPEG frames) through sits' JPEG
+decode stage against GStreamer's jpegdec. Marginal cost: CPU (user+sys) of a 320-frame run minus a 20-frame
 run, divided by 300 -- start-up cancels out -- median of BENCH_REPS (3).
 Steady: the scheduler runtime of all the process's threads
 (/proc/PID/task/*/schedstat, sampled every 0.1 s) over the middle of the
@@ -27,6 +29,7 @@ Latency: sits reports V4L2 timestamp -> flip completion; for GStreamer the
 tracer costs CPU), which ends when the buffer reaches kmssink, before the
 flip: the two are not the same span.
 """
+import contextlib
 import json
 import os
 import re
@@ -38,6 +41,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)   # tests.vm.loopback: the MJPEG camera
 SITS = [os.path.join(ROOT, ".venv", "bin", "sits")]
 REPS = int(os.environ.get("BENCH_REPS", "3"))
 SHORT, LONG = 20, 320
@@ -59,6 +63,17 @@ STEADY_SHARE = 0.5    # the steady window is this share of the streaming time
 LATENCY_FRAMES = 60
 
 
+def gst_jpeg(frames: int, fps: int) -> list[str]:
+    """GStreamer's MJPEG camera to the display: its libjpeg-turbo decoder
+    (jpegdec) into system memory, converted to BGRx, copied into kmssink's
+    buffers."""
+    from tests.vm import loopback
+    w, h = size_at(fps)
+    return ["gst-launch-1.0", "-q", "-e", "v4l2src", f"device={loopback.PATH}", "io-mode=mmap",
+            f"num-buffers={frames}", "!", f"image/jpeg,width={w},height={h},framerate={fps}/1", "!", "jpegdec", "!",
+            "videoconvert", "!", "video/x-raw,format=BGRx", "!", "kmssink", "driver-name=vkms"]
+
+
 def gst(io_mode: str, frames: int, fps: int, fmt: str = "BGRx", convert: bool = False) -> list[str]:
     w, h = size_at(fps)
     to_rgb = ["videoconvert", "!", "video/x-raw,format=BGRx", "!"] if convert else []
@@ -76,6 +91,8 @@ def sits(memory: str, frames: int, fps: int, *extra: str, fmt: str = "XR24", dev
 SITS_MMAP, GST_DMABUF = "sits mmap (EXPBUF) -> KMS", "gst v4l2src io-mode=dmabuf ! kmssink"
 SITS_CONVERT = "sits YUYV -> conversion stage -> KMS"
 SITS_SYNTHETIC = "sits synthetic (udmabuf) -> KMS"
+SITS_MJPEG = "sits MJPG (v4l2loopback) -> decode stage -> KMS"
+GST_MJPEG = "gst v4l2src MJPG ! jpegdec ! videoconvert ! kmssink"
 GST_CONVERT = "gst v4l2src YUY2 ! videoconvert ! kmssink"
 PIPELINES = {
     SITS_MMAP: lambda n, f: sits("mmap", n, f),
@@ -94,13 +111,43 @@ PIPELINES = {
     # a camera format no plane shows (vkms has no YUV plane): a CPU conversion to XRGB8888
     SITS_CONVERT: lambda n, f: sits("mmap", n, f, fmt="YUYV"),
     GST_CONVERT: lambda n, f: gst("mmap", n, f, fmt="YUY2", convert=True),
+    # an MJPEG camera (v4l2loopback, fed JPEG frames at the rate by a writer
+    # thread of this process while they run: its CPU is in neither's figures)
+    SITS_MJPEG: lambda n, f: sits("mmap", n, f, fmt="MJPG", device=loopback_path()),
+    GST_MJPEG: gst_jpeg,
 }
+FED = (SITS_MJPEG, GST_MJPEG)
 # each sits pipeline's peer (the ratios' base): GStreamer's dmabuf path, or
 # for the conversion its own CPU conversion
-PEER = {SITS_CONVERT: GST_CONVERT}
+PEER = {SITS_CONVERT: GST_CONVERT, SITS_MJPEG: GST_MJPEG}
 # the sweep's default: the pair the headline compares, and the display path
 # without vivid beside it
 DEFAULT_ONLY = f"{SITS_MMAP},{GST_DMABUF},{SITS_SYNTHETIC}"
+
+
+def loopback_path() -> str:
+    from tests.vm import loopback
+    return loopback.PATH
+
+
+_loaded = []
+
+
+@contextlib.contextmanager
+def camera_for(name: str, fps: int):
+    """The MJPEG camera fed at `fps` while `name` runs, where it needs one."""
+    if name not in FED:
+        yield
+        return
+    from tests.vm import loopback
+    if not _loaded:
+        _loaded.append(loopback.load())
+    size = size_at(fps)
+    feeder = loopback.Feeder(size, loopback.frames(size, 8), fps)
+    try:
+        yield
+    finally:
+        feeder.close()
 
 
 def process_runtime_ns(pid: int) -> int | None:
@@ -192,7 +239,8 @@ def measure(fps: int, names: list[str]) -> dict:
             # Both runs without tracers: a tracer only in the long run would
             # add its own per-frame cost to the marginal figure.
             make = PIPELINES[name]
-            short, long_ = Run(make(SHORT, fps)), Run(make(LONG, fps))
+            with camera_for(name, fps):
+                short, long_ = Run(make(SHORT, fps)), Run(make(LONG, fps))
             a["marginal"].append(1000 * (long_.cpu - short.cpu) / (LONG - SHORT))
             s = json.loads(long_.out) if name.startswith("sits") else None
             # the camera's rate as this pipeline saw it: sits' own (its frames
@@ -220,7 +268,8 @@ def measure(fps: int, names: list[str]) -> dict:
         if name.startswith("gst"):
             # latency from a separate, shorter run with the tracer on
             env = {**os.environ, "GST_TRACERS": "latency", "GST_DEBUG": "GST_TRACER:7"}
-            vals = gst_latency_ms(Run(PIPELINES[name](LATENCY_FRAMES, fps), env).err)
+            with camera_for(name, fps):
+                vals = gst_latency_ms(Run(PIPELINES[name](LATENCY_FRAMES, fps), env).err)
             acc[name]["lat"].append(statistics.median(vals) if vals else None)
     results = {}
     for name in names:
