@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import errno
 
-import numpy as np
-
 from sits._kernel import ffi
 from sits.errors import UsageError
 from sits.pipeline import python_work
@@ -30,8 +28,11 @@ class JpegDecode:
     """The work: one frame's JPEG bytes decoded into one XRGB8888 buffer."""
 
     def __init__(self, width: int, height: int, pitch: int):
+        # numpy and the decoder only now: the display's zero-copy path, which
+        # reads this module's table, touches no pixel (and loads neither)
+        import numpy as np
         import simplejpeg
-        self.decoder = simplejpeg
+        self.np, self.decoder = np, simplejpeg
         self.width, self.height, self.pitch = width, height, pitch
         # a pitch wider than the rows: decoded here, then copied row by row
         self.rows = None if pitch == width * 4 else np.empty((height, width * 4), np.uint8)
@@ -55,6 +56,7 @@ class JpegDecode:
                 self.wrong_size += 1
                 self.last_error = f"a {w}x{h} frame"
                 return errno.EBADMSG
+            np = self.np
             dest = np.frombuffer(ffi.buffer(S.out_ptr[out], S.out_bytes), np.uint8).reshape(self.height, self.pitch)
             if self.rows is None:
                 self.decoder.decode_jpeg(data, colorspace="BGRX", buffer=dest, strict=True)
