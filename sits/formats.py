@@ -64,6 +64,13 @@ BY_DRM = {f.drm: f for f in FORMATS if f.drm}
 BY_NAME = {f.name: f for f in FORMATS}
 
 
+def compressed(code: str) -> bool:
+    """V4L2 fourcc `code` is a compressed format of the table (a format not
+    in it is taken for uncompressed)."""
+    f = BY_V4L2.get(code)
+    return f is not None and f.compressed
+
+
 def drm_for_v4l2(code: str) -> str | None:
     f = BY_V4L2.get(code)
     return f.drm if f else None

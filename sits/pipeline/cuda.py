@@ -256,7 +256,7 @@ class CudaConsumer(Consumer):
         cp, stream = self._cp, self._stream
         nbytes = self.plan.src.frame_bytes
         graphs = {}
-        numbered = {q.buffers_of(source)[index]: on_gpu for (source, index), on_gpu in self._on_gpu.items()}
+        numbered = {q.number(source, index): on_gpu for (source, index), on_gpu in self._on_gpu.items()}
         stamps = self._stamps = Stamps(max(numbered) + 1)
         try:
             for queue_index, on_gpu in numbered.items():
@@ -458,9 +458,10 @@ class CudaConsumer(Consumer):
     def _submit(self, items) -> None:
         stream = self._stream
         submitted = time.monotonic()
-        if self._frame_queue is not None:
+        q = self._frame_queue
+        if q is not None:
             for frame, _ in items:
-                self._frame_queue.cuda_stage(self._frame_queue.buffers_of(frame.source)[frame.buffer.index])
+                q.cuda_stage(q.number(frame.source, frame.buffer.index))
         timed = self.batches % GPU_TIMING_EVERY == 0
         if len(items) == 1 and self.import_path != "staged":
             frame = items[0][0]
@@ -531,10 +532,11 @@ class CudaConsumer(Consumer):
         when, by the host function's CLOCK_MONOTONIC)."""
         now_ns = time.monotonic_ns()
         self._in_flight.remove(items)  # the first, but for the one stream's order
+        q = self._frame_queue
         for frame, lease in items:
             self.latencies_ms.append((done_ns - frame.timestamp_ns) / 1e6)
-            if self._frame_queue is not None:
-                self._frame_queue.cuda_stage(self._frame_queue.buffers_of(frame.source)[frame.buffer.index], done_ns)
+            if q is not None:
+                q.cuda_stage(q.number(frame.source, frame.buffer.index), done_ns)
             lease.release()
         self.release_ms.append((now_ns - done_ns) / 1e6)
         self.frames += len(items)

@@ -153,7 +153,7 @@ struct sits_sink {
 	const struct sits_sink_ops *ops;   /* NULL: Python's (frames go to Python: SITS_Q_DELIVER) */
 	void *state;                       /* the C half's own struct */
 	int32_t id;                        /* its bit in a buffer's holders */
-	int32_t offered;                   /* every frame of `source` is offered to it (0: it holds only what it is given) */
+	int32_t offered;                   /* every frame of its sources is offered to it (0: it holds only what it is given) */
 	uint32_t sources;                  /* the sources whose frames it takes: a bit a source id */
 	int32_t ready;                     /* Python's: its Python half takes a frame now */
 	int32_t policy, depth;             /* its port */

@@ -72,7 +72,7 @@ class DeviceOwner:
 
     def number(self, index: int) -> int:
         """The queue's number of the device's buffer `index`."""
-        return self.queue.buffers_of(self.id)[index]
+        return self.queue.number(self.id, index)
 
 
 class FrameQueue:
@@ -141,6 +141,10 @@ class FrameQueue:
     def _source(self, source: int | None) -> int:
         """`source`, the camera's when None."""
         return self.camera if source is None else source
+
+    def number(self, source: int, index: int) -> int:
+        """The queue's number of `source`'s own buffer `index` (its V4L2 index)."""
+        return self.c_queue.sources[source].first + index
 
     def buffers_of(self, source: int) -> range:
         """`source`'s buffers in the queue's numbering."""
@@ -272,7 +276,7 @@ class FrameQueue:
 
     def release(self, buf, source: int | None = None) -> None:
         """The last lease of a Python Frame of `source` (the camera by default) went."""
-        index = self.c_queue.sources[self._source(source)].first + buf.index
+        index = self.number(self._source(source), buf.index)
         if self.frames.get(index) is not None and self.frames[index].buffer is buf:
             del self.frames[index]
         if self._drain(lib.sits_queue_release(self.c_queue, self.python_sink, index)) == lib.SITS_Q_ERROR:

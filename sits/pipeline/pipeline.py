@@ -495,14 +495,19 @@ class Pipeline:
 
     def _stop_capture(self) -> None:
         self._watch_sources(False)
+        self._stop_sources()
+        if self.display is not None:
+            self.display.drop_waiting()
+
+    def _stop_sources(self) -> None:
+        """Every source that streams stops (STREAMOFF, the timer off); one
+        that is gone has nothing left to stop."""
         for src in self.sources:
-            if src is not None:
+            if src is not None and src.streaming:
                 try:
                     src.stop()
                 except OSError:
                     pass
-        if self.display is not None:
-            self.display.drop_waiting()
 
     # ------------------------------------------------------------ counters
     def _captured(self) -> int:
@@ -592,12 +597,7 @@ class Pipeline:
             self._handlers.pop(self.display.card.fileno(), None)   # in the epoll set or not: C's say
         for fd in [fd for fd in self._handlers if fd != self._stop_r]:
             self.unwatch(fd)
-        for src in self.sources:
-            if src is not None and src.streaming:
-                try:
-                    src.stop()
-                except OSError:
-                    pass
+        self._stop_sources()
         if self.reconnect is not None:
             self.reconnect.close()
         if self.display is not None:

@@ -49,6 +49,16 @@ def synthetic_format(code: str, width: int, height: int, bytesperline: int | Non
     return raw.Format(code, width, height, bpl, size, lib.V4L2_FIELD_NONE, 0)
 
 
+def block_image(size: tuple[int, int], seed) -> "np.ndarray":
+    """An RGB image of `size` in flat 16x16 blocks of random colour (from
+    `seed`, anything numpy's default_rng takes): what a JPEG decoder gives
+    back within a few levels inside each block."""
+    import numpy as np
+    width, height = size
+    blocks = np.random.default_rng(seed).integers(0, 256, ((height + 15) // 16, (width + 15) // 16, 3), np.uint8)
+    return np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1)[:height, :width])
+
+
 def jpeg_fill(size: tuple[int, int], seed: int = 0, quality: int = 85, subsampling: str = "422") -> Callable:
     """A fill for a JPEG source of `size`: every buffer its own JPEG frame
     (random blocks, so that each decodes to a different image), by
@@ -58,10 +68,7 @@ def jpeg_fill(size: tuple[int, int], seed: int = 0, quality: int = 85, subsampli
 
     def fill(index: int, pixels) -> int:
         import simplejpeg
-        blocks = np.random.default_rng((seed, index)).integers(0, 256, ((height + 15) // 16, (width + 15) // 16, 3),
-                                                                 dtype=np.uint8)
-        image = np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1)[:height, :width])
-        data = simplejpeg.encode_jpeg(image, quality=quality, colorsubsampling=subsampling)
+        data = simplejpeg.encode_jpeg(block_image(size, (seed, index)), quality=quality, colorsubsampling=subsampling)
         if len(data) > pixels.size:
             raise UsageError(f"synthetic source: a {width}x{height} JPEG of {len(data)} B does not fit "
                              f"{pixels.size} B")

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from sits._kernel import lib
 from sits.dmabuf.buffer import DmaBuf
 from sits.errors import DeviceError, IoctlError, UsageError
-from sits.formats import BY_V4L2, PixelFormat, fourcc
+from sits.formats import compressed, fourcc
 from sits.v4l2 import raw
 from sits.v4l2.device import VideoDevice, video_paths
 
 CAPTURE = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE
-_RAW = PixelFormat("", None, "", 0)   # what a format not in the table is taken for: uncompressed
 MEMORY_KINDS = ("mmap", "heap", "udmabuf")
 
 
@@ -251,7 +250,7 @@ class CaptureDevice(VideoDevice):
         try:
             return CaptureBuffer(index, DmaBuf(raw.expbuf(self.fileno(), index), b.length), fmt)
         except IoctlError as exc:
-            if exc.errno not in (errno.ENOTTY, errno.EINVAL) or not BY_V4L2.get(fmt.fourcc, _RAW).compressed:
+            if exc.errno not in (errno.ENOTTY, errno.EINVAL) or not compressed(fmt.fourcc):
                 raise
         return CaptureBuffer(index, None, fmt, mapped=mmap.mmap(self.fileno(), b.length, mmap.MAP_SHARED,
                                                                 mmap.PROT_READ, offset=b.m.offset))

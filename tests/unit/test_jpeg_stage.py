@@ -12,7 +12,9 @@ import pytest
 from sits._kernel import lib
 from sits.pipeline.frame_queue import NONE, FrameQueue
 from sits.pipeline.jpeg_stage import jpeg_stage
+from sits.pipeline.synthetic import block_image
 from tests.unit.queue_steps import Ticks, closing
+from tests.vm.loopback import truncated
 
 simplejpeg = pytest.importorskip("simplejpeg")
 
@@ -21,9 +23,7 @@ ROOM = W * H * 2
 
 
 def image(seed: int) -> np.ndarray:
-    """Flat 16x16 blocks of random colour (RGB): what a decoder gives back within a few levels."""
-    blocks = np.random.default_rng(seed).integers(0, 256, (H // 16, W // 16, 3), np.uint8)
-    return np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1))
+    return block_image((W, H), seed)
 
 
 def strip_huffman_tables(jpeg: bytes) -> bytes:
@@ -123,8 +123,7 @@ def test_a_truncated_frame_is_a_decode_error_and_the_next_is_decoded(chain):
     good = simplejpeg.encode_jpeg(image(1), quality=90)
     # buffer 1 says it holds its headers and the scan's first bytes only:
     # libjpeg-turbo would warn and fill the rest grey
-    cut = good.index(b"\xff\xda") + 24
-    c = chain([good, good, good], W * 4, bytesused={1: cut})
+    c = chain([good, good, good], W * 4, bytesused={1: len(truncated(good))})
     L = c.q.c_queue
     c.frame()
     assert c.made() != NONE

@@ -9,11 +9,11 @@ import subprocess
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from sits._kernel import lib
 from sits.formats import fourcc
+from sits.pipeline.synthetic import block_image
 from sits.v4l2 import raw
 
 NODE = 9                     # /dev/video9: far from vivid's 0 and 1
@@ -45,13 +45,8 @@ def unload():
 def frames(size: tuple[int, int], count: int, quality: int = 85, subsampling: str = "422") -> list[bytes]:
     """`count` distinct JPEG frames (random 16x16 blocks)."""
     import simplejpeg
-    w, h = size
-    out = []
-    for seed in range(count):
-        blocks = np.random.default_rng(seed).integers(0, 256, ((h + 15) // 16, (w + 15) // 16, 3), np.uint8)
-        image = np.ascontiguousarray(blocks.repeat(16, 0).repeat(16, 1)[:h, :w])
-        out.append(simplejpeg.encode_jpeg(image, quality=quality, colorsubsampling=subsampling))
-    return out
+    return [simplejpeg.encode_jpeg(block_image(size, seed), quality=quality, colorsubsampling=subsampling)
+            for seed in range(count)]
 
 
 def truncated(jpeg: bytes) -> bytes:
