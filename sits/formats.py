@@ -38,6 +38,24 @@ class PixelFormat:
     bits: int = 8      # bits per sample
     cuda: bool = False   # the CUDA kernels read it (their code for it: sits.cuda.layout.FORMAT_CODES)
     compressed: bool = False   # a frame is as long as its bytesused says (no rows: bpp 0)
+    cfa: str | None = None     # Bayer: the colours of the top-left 2x2 tile, row by row ("RGGB")
+    packed: bool = False       # Bayer: MIPI CSI-2 packing (10 bits: 4 samples in 5 bytes, 12: 2 in 3)
+
+
+def _bayer() -> list[PixelFormat]:
+    """The raw Bayer formats, as V4L2 names them (SRGGB10P...): 8 bits;
+    10, 12 and 16 in 16-bit little-endian words (the high bits zero); 10
+    and 12 MIPI-packed. They are R, G, B samples before demosaicing."""
+    codes = {  # order: 8, 10, 10P, 12, 12P, 16
+        "BGGR": ("BA81", "BG10", "pBAA", "BG12", "pBCC", "BYR2"),
+        "GBRG": ("GBRG", "GB10", "pGAA", "GB12", "pGCC", "GB16"),
+        "GRBG": ("GRBG", "BA10", "pgAA", "BA12", "pgCC", "GR16"),
+        "RGGB": ("RGGB", "RG10", "pRAA", "RG12", "pRCC", "RG16"),
+    }
+    kinds = ((8, 8, False), (10, 16, False), (10, 10, True), (12, 16, False), (12, 12, True), (16, 16, False))
+    return [PixelFormat(code, None, f"S{cfa}{bits}{'P' if packed else ''}", bpp, bits=bits, cuda=True, cfa=cfa,
+                        packed=packed)
+            for cfa, row in codes.items() for code, (bits, bpp, packed) in zip(row, kinds)]
 
 
 # Only formats whose layouts we have checked against both sides.
@@ -58,6 +76,8 @@ FORMATS = [
     # compressed: decoded by a stage before anything shows or converts them
     PixelFormat("MJPG", None, "MJPEG", 0, rgb=False, compressed=True),
     PixelFormat("JPEG", None, "JPEG", 0, rgb=False, compressed=True),
+    # raw Bayer: demosaiced by a stage (display) or the CUDA kernels
+    *_bayer(),
 ]
 BY_V4L2 = {f.v4l2: f for f in FORMATS}
 BY_DRM = {f.drm: f for f in FORMATS if f.drm}
@@ -69,6 +89,12 @@ def compressed(code: str) -> bool:
     in it is taken for uncompressed)."""
     f = BY_V4L2.get(code)
     return f is not None and f.compressed
+
+
+def bayer(code: str) -> bool:
+    """V4L2 fourcc `code` is a raw Bayer format of the table."""
+    f = BY_V4L2.get(code)
+    return f is not None and f.cfa is not None
 
 
 def drm_for_v4l2(code: str) -> str | None:

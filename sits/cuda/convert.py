@@ -259,9 +259,9 @@ class FrameConverter:
                 self._params[v] = (K.param_struct(packed), cp.asarray(packed))
             self.registers = self._kernels[self._vecs[-1]].num_regs
             # Area blocks the GPU holds at once, per load width (vec words;
-            # kernel.area_resident); empty for bilinear plans.
+            # kernel.area_resident); empty for plans launched as bilinear.
             self.resident: dict[int, int] = {}
-            if plan.resize == "area":
+            if K.word_area(plan):
                 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
                 for v in self._vecs:
                     self.resident[v] = K.area_resident(

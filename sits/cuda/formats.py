@@ -29,13 +29,25 @@ from typing import Sequence
 
 import numpy as np
 
+from sits.bayer import AUTO, RawOptions
 from sits.cuda.layout import FORMAT_CODES
 from sits.errors import UsageError
 from sits.formats import FORMATS as PIXEL_FORMATS
 
+
+
+def kernel_code(f) -> int:
+    """The kernel's code for sits.formats.PixelFormat `f`: its own name's; a
+    raw Bayer format's by how a sample is stored (the pattern is a parameter)."""
+    if f.cfa is None:
+        return FORMAT_CODES[f.name]
+    return FORMAT_CODES[f"BAYER{f.bits}P" if f.packed else f"BAYER{8 if f.bits == 8 else 16}"]
+
+
 # The formats the kernels read, from the one format table (sits/formats.py):
-# name: (code, planes, bytes per luma px in plane 0, chroma sub x, sub y, bits, packed rgb)
-FORMATS = {f.name: (FORMAT_CODES[f.name], f.planes, f.bpp // 8, f.sub_x, f.sub_y, f.bits, f.rgb)
+# name: (code, planes, bytes per luma px in plane 0, chroma sub x, sub y, bits, packed rgb,
+#        bits per px in plane 0, Bayer pattern)
+FORMATS = {f.name: (kernel_code(f), f.planes, f.bpp // 8, f.sub_x, f.sub_y, f.bits, f.rgb, f.bpp, f.cfa)
            for f in PIXEL_FORMATS if f.cuda}
 # V4L2/DRM fourccs people pass instead of our names.
 ALIASES = {**{f.v4l2: f.name for f in PIXEL_FORMATS if f.cuda and f.v4l2 != f.name},
@@ -63,6 +75,18 @@ class FormatInfo:
     sub_y: int
     bits: int
     rgb: bool
+    bpp: int = 0            # bits a pixel takes in plane 0 (10 for 10-bit packed Bayer)
+    cfa: str | None = None  # raw Bayer: the 2x2 tile's colours, row by row ("RGGB")
+
+    def row_bytes(self, width: int) -> int:
+        """Bytes of `width` pixels in plane 0."""
+        return width * self.bpp // 8
+
+    @property
+    def cfa_code(self) -> int:
+        """Where red is in the tile, (x & 1) | (y & 1) << 1 (the kernel's Params.cfa)."""
+        i = self.cfa.index("R")
+        return (i & 1) | (i >> 1) << 1
 
     @property
     def chroma_bytes_per_px(self) -> int:
@@ -71,7 +95,7 @@ class FormatInfo:
 
 
 def format_info(name: str) -> FormatInfo:
-    key = ALIASES.get(name.upper(), name.upper())
+    key = next((k for k in (ALIASES.get(n, n) for n in (name, name.upper())) if k in FORMATS), name)
     if key not in FORMATS:
         raise UsageError(f"unsupported pixel format {name!r} for the CUDA stage "
                          f"(supported: {', '.join(FORMATS)})")
@@ -102,7 +126,7 @@ class SourceFormat:
     def stride(self, plane: int) -> int:
         info = self.info
         if plane == 0:
-            return self.bytesperline or self.width * info.bytes_per_px
+            return self.bytesperline or info.row_bytes(self.width)
         return self.bytesperline_uv or self.stride(0)
 
     def plane_rows(self, plane: int) -> int:
@@ -131,10 +155,18 @@ class SourceFormat:
             raise UsageError(f"{info.name}: width {self.width} is odd; 4:2:x formats need an even width")
         if info.sub_y == 2 and self.height % 2:
             raise UsageError(f"{info.name}: height {self.height} is odd; 4:2:0 formats need an even height")
-        row0 = self.width * info.bytes_per_px
+        if info.cfa:
+            if self.width % 2 or self.height % 2 or self.width < 2 or self.height < 2:
+                raise UsageError(f"{info.name}: frame size {self.width}x{self.height}: raw Bayer frames are "
+                                 "whole 2x2 tiles")
+            group = 8 // math.gcd(8, info.bpp)   # pixels whose packed bits end on a byte
+            if self.width % group:
+                raise UsageError(f"{info.name}: width {self.width} is not a multiple of {group} "
+                                 "(packed groups of samples)")
+        row0 = info.row_bytes(self.width)
         if self.stride(0) < row0:
             raise UsageError(f"{info.name}: bytesperline {self.stride(0)} is smaller than a row "
-                             f"({self.width} px x {info.bytes_per_px} B = {row0} B)")
+                             f"({self.width} px x {info.bpp} bits = {row0} B)")
         if info.planes == 2:
             row1 = (self.width // info.sub_x) * info.chroma_bytes_per_px
             if self.stride(1) < row1:
@@ -143,7 +175,12 @@ class SourceFormat:
             if self.plane_offset(1) < self.stride(0) * self.height:
                 raise UsageError(f"{info.name}: chroma plane offset {self.plane_offset(1)} overlaps "
                                  f"the luma plane ({self.stride(0) * self.height} B)")
-        # The kernels load whole 32-bit words (coalesced); rows must start on one.
+        # The kernels load whole 32-bit words (coalesced); rows must start on
+        # one (raw Bayer's are read a sample at a time: 16-bit ones, aligned).
+        if info.cfa:
+            if info.bpp == 16 and self.stride(0) % 2:
+                raise UsageError(f"{info.name}: bytesperline {self.stride(0)} is odd (16-bit samples)")
+            return
         for plane in range(info.planes):
             if self.stride(plane) % 4:
                 raise UsageError(f"{info.name}: plane {plane} bytesperline {self.stride(plane)} "
@@ -237,6 +274,7 @@ class Plan:
     norm_a: np.ndarray  # (3,) out = clamp(rgb) * a + b, in output channel order
     norm_b: np.ndarray
     pad_rgb: tuple[float, float, float]  # letterbox fill, RGB in [0, 1]
+    inv_gamma: float = 1.0  # raw Bayer: clamp(rgb) ** inv_gamma before mean/std
 
     @property
     def info(self) -> FormatInfo:
@@ -260,13 +298,17 @@ class Plan:
 
 def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, range: str | None = None,
               resize: str = "auto", crop: tuple[int, int, int, int] | None = None,
-              letterbox: bool = False, pad_rgb: Sequence[float] = (0.0, 0.0, 0.0)) -> Plan:
+              letterbox: bool = False, pad_rgb: Sequence[float] = (0.0, 0.0, 0.0),
+              raw: RawOptions | None = None) -> Plan:
     """Check a conversion and fix its numbers; raises UsageError on anything
     bad. `matrix`/`range` None: V4L2's defaults for a format that names no
-    colorimetry (BT.601; limited range for YUV, full for RGB)."""
+    colorimetry (BT.601; limited range for YUV, full for RGB). `raw`: how a
+    raw Bayer format's samples become RGB (sits.bayer; None: as they are)."""
     src.validate()
     out.validate()
     info = src.info
+    if raw is not None and not info.cfa:
+        raise UsageError(f"black level, white balance and gamma are for raw Bayer formats, not {info.name}")
     if matrix is None or range is None:
         from sits.v4l2.colorimetry import colorimetry
         default_matrix, default_range = colorimetry(rgb=info.rgb)
@@ -295,7 +337,18 @@ def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, 
     if resize == "area" and min(sx, sy) < 1.0:
         raise UsageError(f"area resampling is for downscaling; the scale here is {sx:.3f} x {sy:.3f} "
                          "(use bilinear)")
-    if info.rgb:
+    inv_gamma = 1.0
+    if info.cfa:
+        raw = raw or RawOptions()
+        raw.check(info.bits)
+        if raw.gains == AUTO:
+            raise UsageError("automatic white balance is the display stage's; the CUDA stage takes fixed "
+                             "gains (R,G,B)")
+        affine = np.zeros((3, 4))
+        for c, (k, off) in enumerate(raw.linear(info.bits)):
+            affine[c, c], affine[c, 3] = k, off
+        inv_gamma = raw.inv_gamma
+    elif info.rgb:
         affine = rgb_affine(range)  # both RGB formats hand over (R, G, B)
     else:
         affine = yuv_to_rgb_affine(matrix, range, info.bits)
@@ -310,4 +363,4 @@ def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, 
         affine = affine[::-1].copy()
         a, b = a[::-1].copy(), b[::-1].copy()
     return Plan(src, out, matrix, range, resize, (cx, cy, cw, ch), content, affine, a, b,
-                tuple(float(v) for v in pad_rgb))
+                tuple(float(v) for v in pad_rgb), inv_gamma)

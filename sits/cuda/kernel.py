@@ -15,7 +15,7 @@ import numpy as np
 
 from sits.cuda.formats import Plan
 # the Params block, the Span entry and the output codes, as kernels/convert.cu declares them
-from sits.cuda.layout import OUT_CODES, PARAM_FIELDS, PARAM_WORDS, SOURCE_PATH, SPAN_DTYPE  # noqa: F401
+from sits.cuda.layout import FORMAT_CODES, OUT_CODES, PARAM_FIELDS, PARAM_WORDS, SOURCE_PATH, SPAN_DTYPE  # noqa: F401
 from sits.errors import UsageError
 
 KERNEL_SOURCE_PATH = SOURCE_PATH
@@ -136,6 +136,8 @@ def vec4_possible(plan: Plan) -> bool:
     """Whether the area kernel may use 16-byte loads: every row of every plane
     starts 16-byte aligned when the frame does."""
     src = plan.src
+    if plan.info.cfa:   # area_bayer reads samples, not word groups
+        return False
     ok = src.stride(0) % 16 == 0
     if plan.info.planes == 2:
         ok = ok and src.stride(1) % 16 == 0 and src.plane_offset(1) % 16 == 0
@@ -429,7 +431,16 @@ def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: in
     return sms * max(1, min(by_regs, by_smem, 2048 // threads))
 
 
+def word_area(plan: Plan) -> bool:
+    """An area plan of the word-group kernels (area, area_int), which read
+    spans and column tables; raw Bayer's area_bayer is launched as bilinear."""
+    return plan.resize == "area" and not plan.info.cfa
+
+
 def kernel_name(plan: Plan, vec: int = 1, variant: Variant = PRODUCT) -> str:
+    if plan.info.cfa:
+        kind = "area_bayer" if plan.resize == "area" else "bilinear"
+        return f"sits::{kind}<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
     if area_integer(plan, vec, variant):
         return f"sits::area_int<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {int(area_int_short(plan))}>"
     if plan.resize == "area":
@@ -440,7 +451,9 @@ def kernel_name(plan: Plan, vec: int = 1, variant: Variant = PRODUCT) -> str:
 def all_kernel_names() -> list[str]:
     """Every kernel kernel_name can name (tests/unit/test_cuda_arch_build.py builds them all)."""
     outs = range(len(OUT_CODES))
+    bayer = [code for name, code in FORMAT_CODES.items() if name.startswith("BAYER")]
     names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
+    names += [f"sits::{kind}<{fmt}, {out}>" for kind in ("bilinear", "area_bayer") for fmt in bayer for out in outs]
     names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
     return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in range(4) for out in outs for short in (0, 1)]
 
@@ -470,14 +483,14 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
     head = PARAM_WORDS * 4
     span_offset = -(-head // 16) * 16
     integer = area_integer(plan, vec, variant)
-    if plan.resize == "area":
+    if word_area(plan):
         words = area_words(plan, vec)
         spans, starts = area_spans(plan, words, integer)
     else:
         words = AreaWords(0, 0, 0, 0, 0, 0)
         spans, starts = np.zeros(0, SPAN_DTYPE), {"span_rows1": 0, "span_cols0": 0, "span_cols1": 0}
     col_tables, col_offsets = [], [0, 0]
-    if plan.resize == "area":  # the ColTables after the Span table: cols0, then cols1 (YUV)
+    if word_area(plan):  # the ColTables after the Span table: cols0, then cols1 (YUV)
         at = span_offset + spans.nbytes
         n_cols = plan.content[2]
         for k, first in enumerate((starts["span_cols0"], starts["span_cols1"] if not plan.info.rgb else None)):
@@ -512,6 +525,8 @@ def pack_params(plan: Plan, out_strides: tuple[int, int, int, int] | None = None
         "cols0": col_offsets[0], "cols1": col_offsets[1], "cols2": cols2,
         "kz": int_scales(plan) if integer else [0.0] * 4,
         "m": plan.affine.reshape(-1), "norm_a": plan.norm_a, "norm_b": plan.norm_b, "pad": pad,
+        "frame_w": plan.src.width, "frame_h": plan.src.height,
+        "cfa": plan.info.cfa_code if plan.info.cfa else 0, "inv_gamma": plan.inv_gamma,
     }
     buf = np.zeros(PARAM_WORDS, dtype=np.uint32)
     i = 0
@@ -545,7 +560,7 @@ def launch_shape(plan: Plan, batch: int, vec: int = 1, resident: int | None = No
         raise UsageError(f"batch size {batch} is not positive")
     if batch > 65535:
         raise UsageError(f"batch size {batch} is over the kernel's limit of 65535")
-    if plan.resize == "area":
+    if word_area(plan):
         words = area_words(plan, vec)
         band = variant.band_rows or area_band_rows(plan, batch, resident)
         if area_integer(plan, vec, variant):  # a row buffer for each row of the band

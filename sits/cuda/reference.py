@@ -38,6 +38,47 @@ def _plane(buf: np.ndarray, offset: int, rows: int, stride: int, row_bytes: int)
     return np.lib.stride_tricks.as_strided(buf[offset:], shape=(rows, row_bytes), strides=(stride, 1))
 
 
+def bayer_samples(buf: np.ndarray, src: SourceFormat) -> np.ndarray:
+    """A raw Bayer frame's samples, (h, w) float64, unpacked."""
+    buf = np.ascontiguousarray(buf, dtype=np.uint8).reshape(-1)
+    info = src.info
+    w, h = src.width, src.height
+    rows = _plane(buf, 0, h, src.stride(0), info.row_bytes(w))
+    if info.bpp == 8:
+        return rows * 1.0
+    if info.bpp == 16:
+        return np.ascontiguousarray(rows).view("<u2") * 1.0
+    per = 4 if info.bits == 10 else 2               # samples in a packed group
+    low = info.bits - 8                              # low bits of each, in the group's last byte
+    g = rows.reshape(h, w // per, per + 1).astype(np.int64)
+    shifts = np.arange(per) * low
+    values = (g[..., :per] << low) | ((g[..., per:] >> shifts) & ((1 << low) - 1))
+    return values.reshape(h, w) * 1.0
+
+
+def demosaic(raw: np.ndarray, cfa: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bilinear demosaic as convolutions: each colour's samples (zeros
+    elsewhere) filtered with the green kernel [[0,1,0],[1,4,1],[0,1,0]]/4 or
+    the red/blue one [[1,2,1],[2,4,2],[1,2,1]]/4; the frame is extended by
+    reflection about its edge samples (numpy's "reflect"), which keeps the
+    pattern's phase."""
+    h, w = raw.shape
+    padded = np.pad(raw, 1, mode="reflect")
+    yy, xx = np.mgrid[-1:h + 1, -1:w + 1]
+    colour = np.array(list(cfa)).reshape(2, 2)[yy & 1, xx & 1]
+    green = np.array([[0, 1, 0], [1, 4, 1], [0, 1, 0]]) / 4
+    red_blue = np.array([[1, 2, 1], [2, 4, 2], [1, 2, 1]]) / 4
+    out = []
+    for name, kern in (("R", red_blue), ("G", green), ("B", red_blue)):
+        sparse = np.where(colour == name, padded, 0.0)
+        acc = np.zeros((h, w))
+        for dy in range(3):
+            for dx in range(3):
+                acc += kern[dy, dx] * sparse[dy:dy + h, dx:dx + w]
+        out.append(acc)
+    return out[0], out[1], out[2]
+
+
 def decode(buf: np.ndarray, src: SourceFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Code values of the three components: (Y, Cb, Cr) or (R, G, B), float64.
 
@@ -46,6 +87,8 @@ def decode(buf: np.ndarray, src: SourceFormat) -> tuple[np.ndarray, np.ndarray, 
     buf = np.ascontiguousarray(buf, dtype=np.uint8).reshape(-1)
     info = src.info
     w, h = src.width, src.height
+    if info.cfa:
+        return demosaic(bayer_samples(buf, src), info.cfa)
     rows = _plane(buf, 0, h, src.stride(0), w * info.bytes_per_px)
     name = info.name
     if name == "YUYV":
@@ -123,7 +166,7 @@ def convert_frame(buf: np.ndarray, plan: Plan) -> np.ndarray:
         out_comps.append(wy @ comp @ wx.T)
     raw = np.stack(out_comps)  # (3, oh, ow)
     rgb = np.einsum("ij,jhw->ihw", plan.affine[:, :3], raw) + plan.affine[:, 3][:, None, None]
-    val = np.clip(rgb, 0.0, 1.0) * plan.norm_a[:, None, None] + plan.norm_b[:, None, None]
+    val = np.clip(rgb, 0.0, 1.0) ** plan.inv_gamma * plan.norm_a[:, None, None] + plan.norm_b[:, None, None]
     canvas = np.empty((3, plan.out.height, plan.out.width))
     canvas[...] = plan.pad_out[:, None, None]
     canvas[:, oy:oy + oh, ox:ox + ow] = val

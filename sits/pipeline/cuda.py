@@ -55,6 +55,7 @@ import select
 import time
 from typing import Callable
 
+from sits.bayer import RawOptions
 from sits.cuda.formats import ALIASES, FORMATS, MATRICES, RANGES, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
@@ -72,8 +73,11 @@ BATCH_MARGIN_S = 1.5e-3
 
 def cuda_format_name(fourcc: str) -> str | None:
     """The CUDA stage's name for a V4L2 fourcc, or None when it cannot take it."""
-    name = ALIASES.get(fourcc.upper(), fourcc.upper())
-    return name if name in FORMATS else None
+    for key in (fourcc, fourcc.upper()):   # as given first: 'pgAA' and 'pGAA' are two Bayer formats
+        name = ALIASES.get(key, key)
+        if name in FORMATS:
+            return name
+    return None
 
 
 def supported_formats() -> str:
@@ -116,6 +120,8 @@ class CudaConsumer(Consumer):
     ("blocking", "yield", "spin"; None leaves CUDA's choice): how the
     context's waiting threads wait while the consumer runs (cuCtxSetFlags,
     restored at stop), the driver's host-function thread among them.
+    `raw`: how a raw Bayer camera's samples become RGB (sits.bayer: black
+    level, fixed white-balance gains, gamma), demosaiced in the kernel.
     """
 
     name = "cuda"
@@ -125,7 +131,7 @@ class CudaConsumer(Consumer):
                  latency_budget_s: float | None = None, on_batch: Callable | None = None,
                  ingest: str = "copy", staged: bool = False, probe: dict | None = None,
                  stop_timeout_s: float = 2.0, latency_samples: int = CUDA_LATENCY_WINDOW, schedule: str | None = None,
-                 name: str | None = None):
+                 name: str | None = None, raw: RawOptions | None = None):
         if ingest not in INGESTS:
             raise UsageError(f"ingest {ingest!r} is not one of {', '.join(INGESTS)}")
         if max_batch < 1:
@@ -138,7 +144,7 @@ class CudaConsumer(Consumer):
             raise UsageError("batches of more than one frame need a latency budget (latency_budget_s)")
         output.validate()
         self.output = output
-        self.plan_options = dict(matrix=matrix, range=range, resize=resize, crop=crop, letterbox=letterbox)
+        self.plan_options = dict(matrix=matrix, range=range, resize=resize, crop=crop, letterbox=letterbox, raw=raw)
         self.max_batch = max_batch
         self.latency_budget_s = latency_budget_s
         self.on_batch = on_batch

@@ -56,6 +56,7 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+#define __powf(x, y) std::pow((float)(x), (float)(y))  // glibc declares its own __powf, unexported
 static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
 static thread_local emu_dim3 threadIdx, blockIdx;
 static emu_dim3 blockDim, gridDim;
@@ -97,7 +98,8 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 
 #define K2(KIND, F, O) case (F * 4 + O): k = &sits::KIND<F, O>; break;
 #define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2) K2(KIND, F, 3)
-#define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6)
+#define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6) \
+    KF(KIND, 7) KF(KIND, 8) KF(KIND, 9) KF(KIND, 10)
 #define A2(F, O, V) case (F * 4 + O): k = &sits::area<F, O, V>; break;
 #define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V) A2(F, 3, V)
 #define AALL(V) AF(0, V) AF(1, V) AF(2, V) AF(3, V) AF(4, V) AF(5, V) AF(6, V)
@@ -107,7 +109,8 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
                           unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
     kern_t k = nullptr;
-    if (area == 5) { switch (fmt * 4 + out) { IF(0, 0) IF(1, 0) IF(2, 0) IF(3, 0) default: return -1; } }
+    if (area == 7) { switch (fmt * 4 + out) { KF(area_bayer, 7) KF(area_bayer, 8) KF(area_bayer, 9) KF(area_bayer, 10) default: return -1; } }
+    else if (area == 5) { switch (fmt * 4 + out) { IF(0, 0) IF(1, 0) IF(2, 0) IF(3, 0) default: return -1; } }
     else if (area == 6) { switch (fmt * 4 + out) { IF(0, 1) IF(1, 1) IF(2, 1) IF(3, 1) default: return -1; } }
     else if (area == 4) { switch (fmt * 4 + out) { AALL(4) default: return -1; } }
     else if (area) { switch (fmt * 4 + out) { AALL(1) default: return -1; } }
@@ -199,7 +202,9 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
     table = K.pointer_table(out.ctypes.data, planes, plan)
     grid, block, smem = K.launch_shape(plan, batch, vec, variant=variant)
     area = 0
-    if plan.resize == "area":
+    if plan.resize == "area" and plan.info.cfa:
+        area = 7
+    elif plan.resize == "area":
         area = (6 if K.area_int_short(plan) else 5) if K.area_integer(plan, vec, variant) else 4 if vec == 4 else 1
     rc = lib.emu_launch(plan.info.code, K.OUT_CODES[plan.out.dtype], area,
                         params.ctypes.data, table.ctypes.data, *grid, *block, smem)

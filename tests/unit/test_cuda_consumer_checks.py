@@ -6,6 +6,7 @@ import pytest
 
 from sits.cuda.formats import OutputSpec
 from sits.errors import DeviceError, UsageError
+from sits.formats import FORMATS as PIXEL_FORMATS
 from sits.pipeline.consumer import PipelineContext
 from sits.pipeline.cuda import CudaConsumer
 from sits.pipeline.synthetic import SyntheticCamera, synthetic_format
@@ -45,7 +46,10 @@ def test_formats_the_kernel_cannot_take_are_refused_naming_those_it_can():
     with pytest.raises(UsageError, match=r"cannot take MJPG frames; it takes ") as err:
         CudaConsumer(OutputSpec(224, 224), probe=DISCRETE).start(ctx_for(src))
     taken = str(err.value).split("it takes ")[1].split(", ")
-    assert sorted(taken) == sorted(["YUYV", "UYVY", "NV12", "NV16", "P010", "XR24 (XRGB8888)", "XB24 (XBGR8888)"])
+    bayer = [f"{f.v4l2} ({f.name})" for f in PIXEL_FORMATS if f.cfa]
+    assert len(bayer) == 24
+    assert sorted(taken) == sorted(["YUYV", "UYVY", "NV12", "NV16", "P010", "XR24 (XRGB8888)", "XB24 (XBGR8888)",
+                                    *bayer])
 
 
 def test_sizes_the_kernel_cannot_take_are_refused_saying_why():

@@ -6,6 +6,7 @@ the kernel's codes."""
 import pytest
 
 from sits.cuda import layout
+from sits.cuda.formats import kernel_code
 from sits.formats import FORMATS
 from tests.unit import cuda_emulator as emu
 
@@ -30,7 +31,7 @@ def test_the_compiler_lays_out_what_layout_read():
 
 
 def test_every_format_the_table_sends_to_cuda_has_a_kernel_code_and_back():
-    assert {f.name for f in FORMATS if f.cuda} == set(layout.FORMAT_CODES)
+    assert {kernel_code(f) for f in FORMATS if f.cuda} == set(layout.FORMAT_CODES.values())
 
 
 def test_what_the_reader_does_not_understand_is_an_error():

@@ -1,5 +1,5 @@
-// Fused frame conversion: decode (YUV 4:2:x / P010 / XRGB) + resize (bilinear
-// or area) + crop/letterbox + colour matrix + mean/std + layout, for a whole
+// Fused frame conversion: decode (YUV 4:2:x / P010 / XRGB / raw Bayer, demosaiced
+// bilinearly) + resize (bilinear or area) + crop/letterbox + colour matrix + mean/std + layout, for a whole
 // batch in one launch. Conventions are written in sits/cuda/formats.py; the
 // numpy oracle is sits/cuda/reference.py.
 //
@@ -56,7 +56,11 @@ namespace sits {
 // The host reads these two enums, struct Params and struct Span from this
 // text (sits/cuda/layout.py): a format's code is FMT_ and its name in
 // sits/formats.py, an output's OUT_ and its dtype's name.
-enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB8888 = 5, FMT_XBGR8888 = 6 };
+// Raw Bayer formats are coded by how a sample is stored (FMT_BAYER8: a
+// byte; 16: a 16-bit word; 10P and 12P: MIPI CSI-2 packed); the colour
+// pattern is Params.cfa.
+enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB8888 = 5, FMT_XBGR8888 = 6,
+       FMT_BAYER8 = 7, FMT_BAYER16 = 8, FMT_BAYER10P = 9, FMT_BAYER12P = 10 };
 enum { OUT_UINT8 = 0, OUT_FLOAT16 = 1, OUT_FLOAT32 = 2, OUT_BFLOAT16 = 3 };
 
 // Every field is 4 bytes: int or float, alone or an array (sits/cuda/layout.py
@@ -77,12 +81,16 @@ struct Params {
     float m[12];                        // 3x4 affine: code values -> RGB in [0,1], output channel order
     float norm_a[3], norm_b[3];         // out = clamp(rgb) * a + b
     float pad[3];                       // letterbox fill, already normalised
+    int frame_w, frame_h;               // Bayer: the frame, at whose edges the demosaic reflects
+    int cfa;                            // Bayer: where red is in a 2x2 tile, (x & 1) | (y & 1) << 1
+    float inv_gamma;                    // Bayer: out = clamp(rgb) ^ inv_gamma before mean/std (1: none)
 };
 
 template <int FMT> struct Traits {
     static constexpr bool rgb = FMT == FMT_XRGB8888 || FMT == FMT_XBGR8888;
     static constexpr bool planar = FMT == FMT_NV12 || FMT == FMT_NV16 || FMT == FMT_P010;
     static constexpr int sub_y = (FMT == FMT_NV12 || FMT == FMT_P010) ? 2 : 1;
+    static constexpr bool bayer = FMT >= FMT_BAYER8;
 };
 
 template <int OUT> struct OutType;
@@ -112,20 +120,23 @@ __device__ __forceinline__ void store(typename OutType<OUT>::T* dst, float v) {
     }
 }
 
-// Colour matrix, clamp and mean/std: the three output values of a pixel.
+// Colour matrix, clamp (and for raw formats, gamma) and mean/std: the three
+// output values of a pixel.
+template <bool GAMMA>
 __device__ __forceinline__ void pixel_values(const Params& p, float c0, float c1, float c2, float* v) {
     #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const float x = __saturatef(fmaf(p.m[4 * c], c0, fmaf(p.m[4 * c + 1], c1, fmaf(p.m[4 * c + 2], c2, p.m[4 * c + 3]))));
+        float x = __saturatef(fmaf(p.m[4 * c], c0, fmaf(p.m[4 * c + 1], c1, fmaf(p.m[4 * c + 2], c2, p.m[4 * c + 3]))));
+        if (GAMMA && p.inv_gamma != 1.0f) x = x > 0.0f ? __powf(x, p.inv_gamma) : 0.0f;
         v[c] = x * p.norm_a[c] + p.norm_b[c];
     }
 }
 
-template <int OUT>
+template <int OUT, bool GAMMA = false>
 __device__ __forceinline__ void write_pixel(const Params& p, typename OutType<OUT>::T* o,
                                             float c0, float c1, float c2) {
     float v[3];
-    pixel_values(p, c0, c1, c2, v);
+    pixel_values<GAMMA>(p, c0, c1, c2, v);
     #pragma unroll
     for (int c = 0; c < 3; ++c) store<OUT>(o + (long long)c * p.out_stride_c, v[c]);
 }
@@ -188,6 +199,55 @@ __device__ __forceinline__ void rgb_at(const unsigned char* p0, int stride0, int
     b = u8at(px + (FMT == FMT_XRGB8888 ? 0 : 2));
 }
 
+// One raw Bayer sample.
+template <int FMT>
+__device__ __forceinline__ float raw_at(const unsigned char* p0, int stride0, int x, int y) {
+    const unsigned char* row = p0 + (long long)y * stride0;
+    if (FMT == FMT_BAYER8) return u8at(row + x);
+    if (FMT == FMT_BAYER16) return (float)*reinterpret_cast<const unsigned short*>(row + 2 * x);
+    if (FMT == FMT_BAYER10P) {  // 4 samples' high 8 bits, then a byte of their low 2 bits (first in bits 1-0)
+        const unsigned char* g = row + 5 * (x >> 2);
+        return (float)(((unsigned)g[x & 3] << 2) | ((g[4] >> (2 * (x & 3))) & 3u));
+    }
+    const unsigned char* g = row + 3 * (x >> 1);  // 12P: 2 samples' high bits, then their low 4 (first in 3-0)
+    return (float)(((unsigned)g[x & 1] << 4) | ((g[2] >> (4 * (x & 1))) & 15u));
+}
+
+// A coordinate reflected into [0, n) about the edge samples (reflect-101),
+// which keeps a Bayer tile's phase.
+__device__ __forceinline__ int reflect101(int i, int n) {
+    i = i < 0 ? -i : i;
+    return i >= n ? 2 * (n - 1) - i : i;
+}
+
+// Bilinear demosaic: R, G, B at sample (x, y), each missing colour the mean of
+// its nearest samples of that colour (2 or 4; across the frame's edges,
+// reflected).
+template <int FMT>
+__device__ __forceinline__ void demosaic(const Params& p, const unsigned char* p0, int x, int y,
+                                         float& r, float& g, float& b) {
+    const int xm = reflect101(x - 1, p.frame_w), xp = reflect101(x + 1, p.frame_w);
+    const int ym = reflect101(y - 1, p.frame_h), yp = reflect101(y + 1, p.frame_h);
+    const int s = p.stride0;
+    const float c = raw_at<FMT>(p0, s, x, y);
+    const float n = raw_at<FMT>(p0, s, x, ym), so = raw_at<FMT>(p0, s, x, yp);
+    const float w = raw_at<FMT>(p0, s, xm, y), e = raw_at<FMT>(p0, s, xp, y);
+    const bool red_row = (y & 1) == (p.cfa >> 1), red_col = (x & 1) == (p.cfa & 1);
+    if (red_row == red_col) {  // a red sample (both) or a blue one (neither)
+        const float cross = 0.25f * ((n + so) + (w + e));
+        const float diag = 0.25f * ((raw_at<FMT>(p0, s, xm, ym) + raw_at<FMT>(p0, s, xp, ym))
+                                    + (raw_at<FMT>(p0, s, xm, yp) + raw_at<FMT>(p0, s, xp, yp)));
+        g = cross;
+        r = red_row ? c : diag;
+        b = red_row ? diag : c;
+    } else {                   // a green sample: red and blue beside it, the other above and below
+        const float across = 0.5f * (w + e), up_down = 0.5f * (n + so);
+        g = c;
+        r = red_row ? across : up_down;
+        b = red_row ? up_down : across;
+    }
+}
+
 __device__ __forceinline__ float lerp4(float a, float b, float c, float d, float fx, float fy) {
     return (a * (1.0f - fx) + b * fx) * (1.0f - fy) + (c * (1.0f - fx) + d * fx) * fy;
 }
@@ -219,7 +279,16 @@ bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigne
     bilinear_axis(u, p.crop_x, p.crop_x + p.crop_w - 1, x0, x1, fx);
     bilinear_axis(v, p.crop_y, p.crop_y + p.crop_h - 1, y0, y1, fy);
     float c0, c1, c2;
-    if (Tr::rgb) {
+    if (Tr::bayer) {
+        float r00, g00, b00, r01, g01, b01, r10, g10, b10, r11, g11, b11;
+        demosaic<FMT>(p, p0, x0, y0, r00, g00, b00);
+        demosaic<FMT>(p, p0, x1, y0, r01, g01, b01);
+        demosaic<FMT>(p, p0, x0, y1, r10, g10, b10);
+        demosaic<FMT>(p, p0, x1, y1, r11, g11, b11);
+        c0 = lerp4(r00, r01, r10, r11, fx, fy);
+        c1 = lerp4(g00, g01, g10, g11, fx, fy);
+        c2 = lerp4(b00, b01, b10, b11, fx, fy);
+    } else if (Tr::rgb) {
         float r00, g00, b00, r01, g01, b01, r10, g10, b10, r11, g11, b11;
         rgb_at<FMT>(p0, p.stride0, x0, y0, r00, g00, b00);
         rgb_at<FMT>(p0, p.stride0, x1, y0, r01, g01, b01);
@@ -248,7 +317,47 @@ bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigne
         c1 = lerp4(u00, u01, u10, u11, fcx, fcy);
         c2 = lerp4(v00, v01, v10, v11, fcx, fcy);
     }
-    write_pixel<OUT>(p, o, c0, c1, c2);
+    write_pixel<OUT, Tr::bayer>(p, o, c0, c1, c2);
+}
+
+// Area for raw Bayer: one thread per output pixel, the exact box filter over
+// the demosaiced samples of its footprint (the footprint's edges in the same
+// double arithmetic as the oracle's), launched as bilinear is.
+template <int FMT, int OUT>
+__global__ void __launch_bounds__(SITS_BILINEAR_THREADS)
+area_bayer(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
+    typedef typename OutType<OUT>::T OT;
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int n = blockIdx.z;
+    if (x >= p.out_w || y >= p.out_h) return;
+    OT* o = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n + (long long)y * p.out_stride_y
+            + (long long)x * p.out_stride_x;
+    const int lx = x - p.content_x, ly = y - p.content_y;
+    if (lx < 0 || ly < 0 || lx >= p.content_w || ly >= p.content_h) {
+        write_pad<OUT>(p, o);
+        return;
+    }
+    const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
+    const double sx = (double)p.crop_w / p.content_w, sy = (double)p.crop_h / p.content_h;
+    const double bx0 = p.crop_x + lx * sx, bx1 = p.crop_x + (lx + 1) * sx;
+    const double by0 = p.crop_y + ly * sy, by1 = p.crop_y + (ly + 1) * sy;
+    const int xs = (int)floor(bx0), xe = imin((int)ceil(bx1), p.crop_x + p.crop_w);
+    const int ys = (int)floor(by0), ye = imin((int)ceil(by1), p.crop_y + p.crop_h);
+    float r = 0.0f, g = 0.0f, b = 0.0f;
+    for (int sy_ = ys; sy_ < ye; ++sy_) {
+        const float wy = (float)(fmin(sy_ + 1.0, by1) - fmax((double)sy_, by0));
+        float rr = 0.0f, gg = 0.0f, bb = 0.0f;
+        for (int sx_ = xs; sx_ < xe; ++sx_) {
+            const float wx = (float)(fmin(sx_ + 1.0, bx1) - fmax((double)sx_, bx0));
+            float pr, pg, pb;
+            demosaic<FMT>(p, p0, sx_, sy_, pr, pg, pb);
+            rr = fmaf(wx, pr, rr); gg = fmaf(wx, pg, gg); bb = fmaf(wx, pb, bb);
+        }
+        r = fmaf(wy, rr, r); g = fmaf(wy, gg, g); b = fmaf(wy, bb, b);
+    }
+    const float inv = (float)(1.0 / ((bx1 - bx0) * (by1 - by0)));
+    write_pixel<OUT, true>(p, o, r * inv, g * inv, b * inv);
 }
 
 // Area. Host-computed spans (kernel.py `area_spans`, the same double
@@ -528,7 +637,7 @@ __device__ __forceinline__ void area_pixel(const Params& p, const unsigned char*
         v1 *= k;
         v2 *= k;
     }
-    pixel_values(p, v0, v1, v2, v);
+    pixel_values<false>(p, v0, v1, v2, v);
 }
 
 // One block converts a band of output rows of one frame: the rows
@@ -1004,9 +1113,9 @@ area_int(const Params p, const unsigned char* __restrict__ tables, const unsigne
             for (int y = yc1 - yc0; y > 0; --y) {
                 float cy, cu, cv, va[3], vb[3];
                 int_short_yuv(p, a, la, ca, cy, cu, cv);
-                pixel_values(p, cy, cu, cv, va);
+                pixel_values<false>(p, cy, cu, cv, va);
                 int_short_yuv(p, b, lb, cb, cy, cu, cv);
-                pixel_values(p, cy, cu, cv, vb);
+                pixel_values<false>(p, cy, cu, cv, vb);
                 *reinterpret_cast<unsigned int*>(o0) = pack2<OUT>(va[0], vb[0]);
                 *reinterpret_cast<unsigned int*>(o1) = pack2<OUT>(va[1], vb[1]);
                 *reinterpret_cast<unsigned int*>(o2) = pack2<OUT>(va[2], vb[2]);
