@@ -29,6 +29,7 @@ static const unsigned long SITS_VIDIOC_G_INPUT = VIDIOC_G_INPUT;
 static const unsigned long SITS_VIDIOC_S_INPUT = VIDIOC_S_INPUT;
 static const unsigned long SITS_VIDIOC_QUERYCTRL = VIDIOC_QUERYCTRL;
 static const unsigned long SITS_VIDIOC_QUERY_EXT_CTRL = VIDIOC_QUERY_EXT_CTRL;
+static const unsigned long SITS_VIDIOC_QUERYMENU = VIDIOC_QUERYMENU;
 static const unsigned long SITS_VIDIOC_G_CTRL = VIDIOC_G_CTRL;
 static const unsigned long SITS_VIDIOC_S_CTRL = VIDIOC_S_CTRL;
 static const unsigned long SITS_VIDIOC_G_EXT_CTRLS = VIDIOC_G_EXT_CTRLS;
