@@ -41,7 +41,7 @@ def convert(cp, plan, frames, variant=None, **kw):
     return cp.asnumpy(batch.tensor), batch, conv
 
 
-GRID = list(itertools.product(FORMATS, MATRICES, ("limited", "full"), ("NCHW", "NHWC"),
+GRID = list(itertools.product(YUV_RGB, MATRICES, ("limited", "full"), ("NCHW", "NHWC"),
                               ("uint8", "float16", "float32")))
 
 
