@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from sits.errors import UsageError
+from sits.options import FLOAT, INT, STR, Option
 
 #: white balance: fixed gains, or "auto" (grey world: each frame's mean R and
 #: B scaled to its mean G)
@@ -49,19 +50,44 @@ class RawOptions:
         return 1.0 / self.gamma
 
 
-def options(black_level: int | None = None, gains=None, gamma: float | None = None) -> RawOptions:
-    """RawOptions from command-line values (None: the default); `gains`
-    "R,G,B", "auto" or a tuple."""
-    if isinstance(gains, str):
-        if gains == AUTO:
-            pass
-        else:
-            try:
-                gains = tuple(float(v) for v in gains.split(","))
-            except ValueError:
-                raise UsageError(f"white-balance gains {gains!r}: give R,G,B (e.g. 1.8,1,1.6) or {AUTO}") from None
+#: the options that set RawOptions, declared once (sits capture's, open_chain's
+#: keywords: sits.pipeline.capture.OPTIONS takes them in)
+OPTIONS = (
+    Option(("--black-level",), "black_level", INT, None,
+           "Raw Bayer: the sensor's black level, in its sample units (e.g. 64 of 1023 for 10 bits).", min=0),
+    Option(("--white-balance",), "white_balance", STR, None,
+           f"Raw Bayer: R,G,B gains, e.g. 1.8,1,1.5; or {AUTO} (grey world, each frame; the display's stage)."),
+    Option(("--gamma",), "gamma", FLOAT, None,
+           "Raw Bayer: encode the linear values with this gamma (2.2 for a screen; default 1: linear).",
+           min=0.1, max=10),
+)
+
+
+def given(black_level: int | None = None, white_balance=None, gamma: float | None = None) -> RawOptions | None:
+    """RawOptions from OPTIONS' values (None: that one's default), or None
+    when none is given; `white_balance` "R,G,B", AUTO or a tuple."""
+    if black_level is None and white_balance is None and gamma is None:
+        return None
+    gains = white_balance
+    if isinstance(gains, str) and gains != AUTO:
+        try:
+            gains = tuple(float(v) for v in gains.split(","))
+        except ValueError:
+            gains = ()
+        if len(gains) != 3:
+            raise UsageError(f"--white-balance {white_balance!r}: give R,G,B (e.g. 1.8,1,1.5) or {AUTO}") from None
     return RawOptions(black_level if black_level is not None else 0,
                       gains if gains is not None else (1.0, 1.0, 1.0), gamma if gamma is not None else 1.0)
+
+
+#: the CUDA stage's kernels take fixed gains
+AUTO_NOT_ON_GPU = (f"--white-balance {AUTO} is the display stage's; the CUDA stage takes fixed gains "
+                   "(R,G,B, e.g. 1.8,1,1.5)")
+
+
+def not_raw(code: str) -> UsageError:
+    """The refusal of raw options for a format that is not raw Bayer."""
+    return UsageError(f"--black-level, --white-balance and --gamma are for raw Bayer cameras; {code} is not raw Bayer")
 
 
 def grey_world(means: tuple[float, float, float], black_level: int) -> tuple[float, float, float]:

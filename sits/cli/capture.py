@@ -49,6 +49,7 @@ def _status_line(s) -> str:
 def _cuda_consumer(kw: dict, probe=None):
     """The CUDA consumer --to-cuda asks for; refused (one line) before any
     device is opened when the options, the GPU or CuPy are not usable."""
+    from sits.bayer import given as raw_given
     from sits.cuda.formats import OutputSpec
     from sits.errors import DeviceError
     from sits.pipeline.cuda import CudaConsumer
@@ -58,7 +59,8 @@ def _cuda_consumer(kw: dict, probe=None):
         raise UsageError("--cuda-batch above 1 needs --latency-budget-ms (how long a frame may wait for its batch)")
     consumer = CudaConsumer(OutputSpec(w, h, layout=kw["cuda_layout"], dtype=kw["cuda_dtype"]),
                             matrix=kw["cuda_matrix"], range=kw["cuda_range"], max_batch=kw["cuda_batch"],
-                            latency_budget_s=budget / 1000 if budget else None)
+                            latency_budget_s=budget / 1000 if budget else None,
+                            raw=raw_given(kw["black_level"], kw["white_balance"], kw["gamma"]))
     if probe is None:
         from sits.cuda.probe import probe as ask
         probe = ask()

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sits.bayer import AUTO, RawOptions
+from sits.bayer import AUTO, AUTO_NOT_ON_GPU, RawOptions, not_raw
 from sits.cuda.layout import FORMAT_CODES
 from sits.errors import UsageError
 from sits.formats import FORMATS as PIXEL_FORMATS
@@ -308,7 +308,7 @@ def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, 
     out.validate()
     info = src.info
     if raw is not None and not info.cfa:
-        raise UsageError(f"black level, white balance and gamma are for raw Bayer formats, not {info.name}")
+        raise not_raw(info.name)
     if matrix is None or range is None:
         from sits.v4l2.colorimetry import colorimetry
         default_matrix, default_range = colorimetry(rgb=info.rgb)
@@ -342,8 +342,7 @@ def make_plan(src: SourceFormat, out: OutputSpec, *, matrix: str | None = None, 
         raw = raw or RawOptions()
         raw.check(info.bits)
         if raw.gains == AUTO:
-            raise UsageError("automatic white balance is the display stage's; the CUDA stage takes fixed "
-                             "gains (R,G,B)")
+            raise UsageError(AUTO_NOT_ON_GPU)
         affine = np.zeros((3, 4))
         for c, (k, off) in enumerate(raw.linear(info.bits)):
             affine[c, c], affine[c, 3] = k, off

@@ -16,10 +16,11 @@ buffers out.
 import dataclasses
 import os
 
+from sits.bayer import OPTIONS as RAW_OPTIONS, given as raw_given, not_raw
 from sits.drm.card import Card, card_paths
 from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, UsageError
-from sits.formats import BY_V4L2, drm_for_v4l2
+from sits.formats import BY_V4L2, bayer, drm_for_v4l2
 from sits.options import FLAG, FLOAT, INT, STR, Option, fourcc, size
 from sits.v4l2.capture import MEMORY_KINDS, CaptureDevice
 
@@ -51,6 +52,7 @@ OPTIONS = (
     Option(("--timeline",), "timeline", STR, None,
            "Write one record per frame (its stages' times) to FILE: CSV for FILE.csv, else NDJSON."),
     Option(("--reconnect",), "reconnect", FLAG, False, "Wait for a vanished camera and resume."),
+    *RAW_OPTIONS,
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 
@@ -128,6 +130,8 @@ def check(opts: CaptureOptions) -> None:
         _check_output_path("--timeline", opts.timeline)
     if (opts.verify or opts.snapshot) and not opts.display:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
+    if opts.format:   # raw options for the format asked for (else: for the one chosen, in build)
+        _raw(opts, opts.format)
     if opts.device != SYNTHETIC:
         return
     if opts.display and opts.memory != "udmabuf":
@@ -172,9 +176,10 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
             owned.append(card)
         code = choose_format(opts, cap, card)
         fmt = cap.configure(code, opts.size, opts.fps)
+        raw = _raw(opts, code)
         memory = opts.memory or "mmap"
         summary = Summary(memory=memory, format=code, size=f"{fmt.width}x{fmt.height}", device=cap.path)
-        display = _display(opts, card, fmt, summary, owned) if card is not None else None
+        display = _display(opts, card, fmt, summary, owned, raw) if card is not None else None
         cap.allocate(opts.buffers, memory)
         if display is not None:
             display.test(cap)
@@ -192,11 +197,23 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
     return p
 
 
-def _display(opts: CaptureOptions, card, fmt, summary, owned: list):
+def _raw(opts: CaptureOptions, code: str):
+    """The raw Bayer options (sits.bayer.RawOptions) for camera format
+    `code`, checked; None where none is given."""
+    raw = raw_given(opts.black_level, opts.white_balance, opts.gamma)
+    if raw is not None:
+        if not bayer(code):
+            raise not_raw(code)
+        raw.check(BY_V4L2[code].bits)
+    return raw
+
+
+def _display(opts: CaptureOptions, card, fmt, summary, owned: list, raw=None):
     """The display of `fmt`'s frames on `card` (zero-copy where a plane
-    shows the format, else through the conversion stage), in `owned`."""
+    shows the format, else through a stage that makes them into its own
+    buffers; `raw`: a raw Bayer camera's options for it), in `owned`."""
     from sits.pipeline.display import KmsDisplay
-    from sits.pipeline.display_stages import MAKERS
+    from sits.pipeline.display_stages import MAKERS, cpu_passes
     from sits.pipeline.writeback import WritebackCheck
     code = fmt.fourcc
     drm_code = drm_for_v4l2(code)
@@ -211,9 +228,9 @@ def _display(opts: CaptureOptions, card, fmt, summary, owned: list):
     if checked:
         wb = WritebackCheck(card, out, verify=opts.verify, verify_every=opts.verify_every,
                             snapshot=opts.snapshot, frames=opts.frames)
-    display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb)
+    display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb, stage_options={"raw": raw} if raw else None)
     owned.append(display)
-    summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else 1
+    summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else cpu_passes(code)
     summary.display_format, summary.mode = display_code, str(out.mode)
     summary.card, summary.connector = card.path, out.connector.name
     return display
@@ -240,12 +257,13 @@ def _build_synthetic(opts: CaptureOptions, consumers, on_status, status_interval
     owned = [cam]
     try:
         fmt = cam.format
+        raw = _raw(opts, fmt.fourcc)
         summary = Summary(memory=cam.memory, format=fmt.fourcc, size=f"{fmt.width}x{fmt.height}", device=cam.path)
         display = None
         if opts.display:
             card = open_card(opts.card)
             owned.append(card)
-            display = _display(opts, card, fmt, summary, owned)
+            display = _display(opts, card, fmt, summary, owned, raw)
             display.test(cam)
         return Pipeline(cam, display=display, consumers=consumers, closers=[o for o in owned if o is not display],
                         **_run_options(opts, on_status, status_interval, summary))

@@ -90,7 +90,8 @@ def open_chain(device: str | None = None, *, cuda=None, on_batch=None, on_frame=
     `on_batch(batch)`), and/or to `on_frame(frame)`. `options` are `sits
     capture`'s, by keyword (sits.pipeline.capture.OPTIONS: display, card,
     connector, format, size, fps, memory, buffers, frames, duration, verify,
-    verify_every, snapshot, timeline, reconnect), checked as the CLI checks
+    verify_every, snapshot, timeline, reconnect, controls; a raw Bayer
+    camera's black_level, white_balance, gamma), checked as the CLI checks
     them. `timeline=FILE` writes every frame's record there
     (sits/journey/record.py; CSV for FILE.csv, else NDJSON). `matrix` and
     `range` override the colorimetry the camera's format says. Nothing
@@ -108,8 +109,10 @@ def open_chain(device: str | None = None, *, cuda=None, on_batch=None, on_frame=
                 on_batch(batch)
             else:
                 chain_ref[0]._collect(batch)
+        from sits.bayer import given as raw_given
         cuda_consumer = CudaConsumer(cuda, matrix=matrix, range=range, max_batch=max_batch,
-                                     latency_budget_s=latency_budget_s, on_batch=collect)
+                                     latency_budget_s=latency_budget_s, on_batch=collect,
+                                     raw=raw_given(opts.black_level, opts.white_balance, opts.gamma))
         consumers.append(cuda_consumer)
     if on_frame is not None:
         consumers.append(CallbackConsumer(on_frame))

@@ -55,7 +55,7 @@ import select
 import time
 from typing import Callable
 
-from sits.bayer import RawOptions
+from sits.bayer import AUTO, AUTO_NOT_ON_GPU, RawOptions
 from sits.cuda.formats import ALIASES, FORMATS, MATRICES, RANGES, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
@@ -140,6 +140,8 @@ class CudaConsumer(Consumer):
             raise UsageError(f"colour matrix {matrix!r} is not one of {', '.join(MATRICES)}")
         if range is not None and range not in RANGES:
             raise UsageError(f"range {range!r} is not one of {', '.join(RANGES)}")
+        if raw is not None and raw.gains == AUTO:
+            raise UsageError(AUTO_NOT_ON_GPU)
         if max_batch > 1 and latency_budget_s is None:
             raise UsageError("batches of more than one frame need a latency budget (latency_budget_s)")
         output.validate()

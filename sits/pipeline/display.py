@@ -27,8 +27,11 @@ OWN = lib.SITS_KMS_OWN
 class KmsDisplay:
     name = "display"
 
-    def __init__(self, card, out, fmt, zero_copy: bool, writeback=None):
+    def __init__(self, card, out, fmt, zero_copy: bool, writeback=None, stage_options: dict | None = None):
+        """`stage_options`: keywords of the stage that makes the camera's
+        frames into the display's (not zero-copy; display_stages.MAKERS)."""
         self.card, self.out, self.zero_copy, self.writeback = card, out, zero_copy, writeback
+        self.stage_options = stage_options or {}
         self.format = fmt
         # V4L2 buffers are linear: say so where the driver takes modifiers
         self.modifier = lib.DRM_FORMAT_MOD_LINEAR if card.cap(lib.DRM_CAP_ADDFB2_MODIFIERS) else None
@@ -108,7 +111,8 @@ class KmsDisplay:
         f = cap.format
         inputs, dmabufs = self._inputs(cap)
         return MAKERS[f.fourcc](queue, f.fourcc, f.width, f.height, f.bytesperline, inputs,
-                                [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs)
+                                [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs,
+                                **self.stage_options)
 
     def _dumb_of(self, index: int) -> DumbBuffer:
         """The dumb buffer of the conversion stage's buffer `index`."""

@@ -110,5 +110,5 @@ def test_refusals():
         make_plan(SourceFormat("SRGGB10P", 18, 10), OutputSpec(8, 8))
     with pytest.raises(UsageError, match="black level"):
         make_plan(SourceFormat("SRGGB8", 16, 10), OutputSpec(8, 8), raw=RawOptions(black_level=255))
-    with pytest.raises(UsageError, match="for raw Bayer"):
+    with pytest.raises(UsageError, match="not raw Bayer"):
         make_plan(SourceFormat("YUYV", 16, 10), OutputSpec(8, 8), raw=RawOptions(gamma=2.2))

@@ -4,16 +4,14 @@ driven one event at a time: the timer source stands in for an MJPEG
 camera whose buffers hold JPEG frames of their own lengths (bytesused);
 a Python sink of the stage's frames takes what it makes. The queue's
 conservation check ends every step."""
-import select
-
 import numpy as np
 import pytest
 
-from sits._kernel import lib
-from sits.pipeline.frame_queue import NONE, FrameQueue
+from sits.pipeline.frame_queue import NONE
 from sits.pipeline.jpeg_stage import jpeg_stage
 from sits.pipeline.synthetic import block_image
-from tests.unit.queue_steps import Ticks, closing
+from tests.unit.queue_steps import closing
+from tests.unit.stage_chain import StageChain
 from tests.vm.loopback import truncated
 
 simplejpeg = pytest.importorskip("simplejpeg")
@@ -41,49 +39,10 @@ def strip_huffman_tables(jpeg: bytes) -> bytes:
     return bytes(out)
 
 
-class Chain:
-    def __init__(self, frames: list[bytes], pitch: int, bytesused: dict[int, int] | None = None, outputs: int = 2):
-        self.epoll = select.epoll()
-        self.q = FrameQueue(self.epoll.fileno())
-        self.inputs = {}
-        for i, data in enumerate(frames):
-            buf = np.zeros(ROOM, np.uint8)
-            buf[:len(data)] = np.frombuffer(data, np.uint8)
-            self.inputs[i] = buf
-        used = {i: len(data) for i, data in enumerate(frames)}
-        used.update(bytesused or {})
-        self.ticks = Ticks(self.q, len(frames), used)
-        self.outputs = [np.zeros((H, pitch), np.uint8) for _ in range(outputs)]
-        self.stage = jpeg_stage(self.q, "MJPG", W, H, 0, self.inputs, self.outputs, pitch)
-        self.sink = self.q.add_sink(None, None, "latest", 1, takes=self.stage.source)
-
-    def frame(self) -> None:
-        self.ticks.tick()
-        assert self.q.capture() == 0
-
-    def made(self) -> int:
-        """The worker's answer, taken by the stage's source: the buffer the
-        Python sink was handed (NONE: nothing made)."""
-        r, _, _ = select.select([self.stage.fileno()], [], [], 10)
-        assert r, "the worker answered nothing in 10 s"
-        L = self.q.c_queue
-        self.q.capture(self.stage.source)
-        if L.delivered.index == NONE:
-            lib.sits_queue_pump(L, self.sink)
-        index = L.delivered.index
-        L.delivered.index = NONE
-        if index != NONE:
-            lib.sits_queue_release(L, self.sink, index)
-        return index
-
-    def output(self, index: int) -> np.ndarray:
-        first = self.q.c_queue.sources[self.stage.source].first
-        return self.outputs[index - first]
-
-    def close(self):
-        self.stage.close()
-        self.ticks.close()
-        self.epoll.close()
+def Chain(frames: list[bytes], pitch: int, bytesused: dict[int, int] | None = None, outputs: int = 2):
+    def maker(q, inputs, outs):
+        return jpeg_stage(q, "MJPG", W, H, 0, inputs, outs, pitch)
+    return StageChain(maker, frames, ROOM, (H, pitch), bytesused, outputs)
 
 
 @pytest.fixture
