@@ -5,13 +5,11 @@ buffers and committed by the C loop, the writeback matching; corrupt frames
 counted as decode errors with the run going on; a camera of only corrupt
 frames ends with one line and exit 1; nothing leaks."""
 import json
-import struct
-import zlib
 
 import numpy as np
 import pytest
 
-from tests.vm import loopback
+from tests.vm import loopback, screen
 
 pytestmark = pytest.mark.vm
 
@@ -51,23 +49,6 @@ def test_mjpeg_frames_are_decoded_into_the_displays_buffers(sits, no_leaks, mjpe
     assert s["verify"]["checked"] >= 1 and s["verify"]["mismatched"] == 0, s["verify"]
 
 
-def read_png(path: str) -> np.ndarray:
-    """sits' own snapshot (sits/pipeline/png.py: RGB, 8 bit, filter 0)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    pos, idat, size = 8, b"", None
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            size = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    w, h = size
-    return np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, w * 3 + 1)[:, 1:].reshape(h, w, 3)
-
-
 def test_the_screen_shows_the_cameras_frame_as_libjpeg_turbo_decodes_it(sits, no_leaks, mjpeg_camera, vkms_path,
                                                                        tmp_path):
     import simplejpeg
@@ -76,10 +57,7 @@ def test_the_screen_shows_the_cameras_frame_as_libjpeg_turbo_decodes_it(sits, no
     snap = str(tmp_path / "s.png")
     r = capture(sits, path, vkms_path, "--frames", "10", "--snapshot", snap)
     assert r.returncode == 0, r.stderr
-    screen = read_png(snap)
-    h, w = screen.shape[:2]
-    x, y = (w - SIZE[0]) // 2, (h - SIZE[1]) // 2     # centred, unscaled (sits/drm/output.py place())
-    shown = screen[y:y + SIZE[1], x:x + SIZE[0]].astype(int)
+    shown = screen.shown(snap, SIZE).astype(int)
     assert np.abs(shown - simplejpeg.decode_jpeg(frame, colorspace="RGB")).max() <= 1
 
 
