@@ -66,8 +66,8 @@ FORMATS = [
     PixelFormat("AB24", "AB24", "ABGR8888", 32),        # V4L2 RGBA32
     PixelFormat("BX24", "BX24", "BGRX8888", 32),        # V4L2 XRGB32
     PixelFormat("RGBP", "RG16", "RGB565", 16),
-    PixelFormat("BGR3", "RG24", "RGB888", 24),           # V4L2 BGR24 = bytes B,G,R
-    PixelFormat("RGB3", "BG24", "BGR888", 24),           # V4L2 RGB24 = bytes R,G,B
+    PixelFormat("BGR3", "RG24", "RGB888", 24, cuda=True),   # V4L2 BGR24 = bytes B,G,R
+    PixelFormat("RGB3", "BG24", "BGR888", 24, cuda=True),   # V4L2 RGB24 = bytes R,G,B
     PixelFormat("YUYV", "YUYV", "YUYV", 16, rgb=False, sub_x=2, cuda=True),
     PixelFormat("UYVY", "UYVY", "UYVY", 16, rgb=False, sub_x=2, cuda=True),
     PixelFormat("NV12", "NV12", "NV12", 8, planes=2, rgb=False, sub_x=2, sub_y=2, cuda=True),

@@ -78,6 +78,12 @@ class FormatInfo:
     bpp: int = 0            # bits a pixel takes in plane 0 (10 for 10-bit packed Bayer)
     cfa: str | None = None  # raw Bayer: the 2x2 tile's colours, row by row ("RGGB")
 
+    @property
+    def pixelwise(self) -> bool:
+        """The kernels read it a pixel at a time (raw Bayer, 24-bit RGB), not
+        in 32-bit word groups: any row alignment, area by area_px."""
+        return bool(self.cfa) or self.bpp == 24
+
     def row_bytes(self, width: int) -> int:
         """Bytes of `width` pixels in plane 0."""
         return width * self.bpp // 8
@@ -176,8 +182,8 @@ class SourceFormat:
                 raise UsageError(f"{info.name}: chroma plane offset {self.plane_offset(1)} overlaps "
                                  f"the luma plane ({self.stride(0) * self.height} B)")
         # The kernels load whole 32-bit words (coalesced); rows must start on
-        # one (raw Bayer's are read a sample at a time: 16-bit ones, aligned).
-        if info.cfa:
+        # one (pixelwise formats' are read a sample at a time: 16-bit ones, aligned).
+        if info.pixelwise:
             if info.bpp == 16 and self.stride(0) % 2:
                 raise UsageError(f"{info.name}: bytesperline {self.stride(0)} is odd (16-bit samples)")
             return

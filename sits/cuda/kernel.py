@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sits.cuda.formats import Plan
+from sits.cuda.formats import FORMATS, Plan, format_info
 # the Params block, the Span entry and the output codes, as kernels/convert.cu declares them
-from sits.cuda.layout import FORMAT_CODES, OUT_CODES, PARAM_FIELDS, PARAM_WORDS, SOURCE_PATH, SPAN_DTYPE  # noqa: F401
+from sits.cuda.layout import OUT_CODES, PARAM_FIELDS, PARAM_WORDS, SOURCE_PATH, SPAN_DTYPE  # noqa: F401
 from sits.errors import UsageError
 
 KERNEL_SOURCE_PATH = SOURCE_PATH
@@ -136,7 +136,7 @@ def vec4_possible(plan: Plan) -> bool:
     """Whether the area kernel may use 16-byte loads: every row of every plane
     starts 16-byte aligned when the frame does."""
     src = plan.src
-    if plan.info.cfa:   # area_bayer reads samples, not word groups
+    if plan.info.pixelwise:   # area_px reads pixels, not word groups
         return False
     ok = src.stride(0) % 16 == 0
     if plan.info.planes == 2:
@@ -433,13 +433,13 @@ def area_resident(registers: int, shared_bytes: int, sms: int, shared_per_sm: in
 
 def word_area(plan: Plan) -> bool:
     """An area plan of the word-group kernels (area, area_int), which read
-    spans and column tables; raw Bayer's area_bayer is launched as bilinear."""
-    return plan.resize == "area" and not plan.info.cfa
+    spans and column tables; pixelwise formats' area_px is launched as bilinear."""
+    return plan.resize == "area" and not plan.info.pixelwise
 
 
 def kernel_name(plan: Plan, vec: int = 1, variant: Variant = PRODUCT) -> str:
-    if plan.info.cfa:
-        kind = "area_bayer" if plan.resize == "area" else "bilinear"
+    if plan.info.pixelwise:
+        kind = "area_px" if plan.resize == "area" else "bilinear"
         return f"sits::{kind}<{plan.info.code}, {OUT_CODES[plan.out.dtype]}>"
     if area_integer(plan, vec, variant):
         return f"sits::area_int<{plan.info.code}, {OUT_CODES[plan.out.dtype]}, {int(area_int_short(plan))}>"
@@ -451,11 +451,14 @@ def kernel_name(plan: Plan, vec: int = 1, variant: Variant = PRODUCT) -> str:
 def all_kernel_names() -> list[str]:
     """Every kernel kernel_name can name (tests/unit/test_cuda_arch_build.py builds them all)."""
     outs = range(len(OUT_CODES))
-    bayer = [code for name, code in FORMAT_CODES.items() if name.startswith("BAYER")]
-    names = [f"sits::bilinear<{fmt}, {out}>" for fmt in range(7) for out in outs]
-    names += [f"sits::{kind}<{fmt}, {out}>" for kind in ("bilinear", "area_bayer") for fmt in bayer for out in outs]
-    names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in range(7) for out in outs for vec in (1, 4)]
-    return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in range(4) for out in outs for short in (0, 1)]
+    infos = [format_info(name) for name in FORMATS]
+    words = sorted({i.code for i in infos if not i.pixelwise})
+    pixelwise = sorted({i.code for i in infos if i.pixelwise})
+    integer = sorted({i.code for i in infos if i.name in AREA_INTEGER_FORMATS})
+    names = [f"sits::bilinear<{fmt}, {out}>" for fmt in words + pixelwise for out in outs]
+    names += [f"sits::area_px<{fmt}, {out}>" for fmt in pixelwise for out in outs]
+    names += [f"sits::area<{fmt}, {out}, {vec}>" for fmt in words for out in outs for vec in (1, 4)]
+    return names + [f"sits::area_int<{fmt}, {out}, {short}>" for fmt in integer for out in outs for short in (0, 1)]
 
 
 def instantiations(names: list[str]) -> str:

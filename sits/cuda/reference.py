@@ -95,9 +95,9 @@ def decode(buf: np.ndarray, src: SourceFormat) -> tuple[np.ndarray, np.ndarray, 
         return rows[:, 0::2] * 1.0, rows[:, 1::4] * 1.0, rows[:, 3::4] * 1.0
     if name == "UYVY":
         return rows[:, 1::2] * 1.0, rows[:, 0::4] * 1.0, rows[:, 2::4] * 1.0
-    if name in ("XRGB8888", "XBGR8888"):
-        px = rows.reshape(h, w, 4)
-        if name == "XRGB8888":
+    if name in ("XRGB8888", "XBGR8888", "RGB888", "BGR888"):
+        px = rows.reshape(h, w, info.bytes_per_px)
+        if name in ("XRGB8888", "RGB888"):   # B, G, R in memory
             return px[..., 2] * 1.0, px[..., 1] * 1.0, px[..., 0] * 1.0
         return px[..., 0] * 1.0, px[..., 1] * 1.0, px[..., 2] * 1.0
     cw = w // info.sub_x

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cuda
 IMAGENET_NORM = dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
 # raw Bayer has tests of its own (test_cuda_bayer.py)
 YUV_RGB = [name for name in FORMATS if not format_info(name).cfa]
-BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4}
+BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4, "RGB888": 3, "BGR888": 3}
 
 
 @pytest.fixture(scope="module")

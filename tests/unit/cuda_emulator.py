@@ -99,7 +99,7 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 #define K2(KIND, F, O) case (F * 4 + O): k = &sits::KIND<F, O>; break;
 #define KF(KIND, F) K2(KIND, F, 0) K2(KIND, F, 1) K2(KIND, F, 2) K2(KIND, F, 3)
 #define KALL(KIND) KF(KIND, 0) KF(KIND, 1) KF(KIND, 2) KF(KIND, 3) KF(KIND, 4) KF(KIND, 5) KF(KIND, 6) \
-    KF(KIND, 7) KF(KIND, 8) KF(KIND, 9) KF(KIND, 10)
+    KF(KIND, 7) KF(KIND, 8) KF(KIND, 9) KF(KIND, 10) KF(KIND, 11) KF(KIND, 12)
 #define A2(F, O, V) case (F * 4 + O): k = &sits::area<F, O, V>; break;
 #define AF(F, V) A2(F, 0, V) A2(F, 1, V) A2(F, 2, V) A2(F, 3, V)
 #define AALL(V) AF(0, V) AF(1, V) AF(2, V) AF(3, V) AF(4, V) AF(5, V) AF(6, V)
@@ -109,7 +109,7 @@ static void run(kern_t k, const sits::Params* P, const unsigned long long* T,
 extern "C" int emu_launch(int fmt, int out, int area, const void* P, const void* T,
                           unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int smem) {
     kern_t k = nullptr;
-    if (area == 7) { switch (fmt * 4 + out) { KF(area_bayer, 7) KF(area_bayer, 8) KF(area_bayer, 9) KF(area_bayer, 10) default: return -1; } }
+    if (area == 7) { switch (fmt * 4 + out) { KF(area_px, 7) KF(area_px, 8) KF(area_px, 9) KF(area_px, 10) KF(area_px, 11) KF(area_px, 12) default: return -1; } }
     else if (area == 5) { switch (fmt * 4 + out) { IF(0, 0) IF(1, 0) IF(2, 0) IF(3, 0) default: return -1; } }
     else if (area == 6) { switch (fmt * 4 + out) { IF(0, 1) IF(1, 1) IF(2, 1) IF(3, 1) default: return -1; } }
     else if (area == 4) { switch (fmt * 4 + out) { AALL(4) default: return -1; } }
@@ -202,7 +202,7 @@ def run(plan, frames: list[np.ndarray], out_strides=None, out: np.ndarray | None
     table = K.pointer_table(out.ctypes.data, planes, plan)
     grid, block, smem = K.launch_shape(plan, batch, vec, variant=variant)
     area = 0
-    if plan.resize == "area" and plan.info.cfa:
+    if plan.resize == "area" and plan.info.pixelwise:
         area = 7
     elif plan.resize == "area":
         area = (6 if K.area_int_short(plan) else 5) if K.area_integer(plan, vec, variant) else 4 if vec == 4 else 1

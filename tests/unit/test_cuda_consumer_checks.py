@@ -49,7 +49,7 @@ def test_formats_the_kernel_cannot_take_are_refused_naming_those_it_can():
     bayer = [f"{f.v4l2} ({f.name})" for f in PIXEL_FORMATS if f.cfa]
     assert len(bayer) == 24
     assert sorted(taken) == sorted(["YUYV", "UYVY", "NV12", "NV16", "P010", "XR24 (XRGB8888)", "XB24 (XBGR8888)",
-                                    *bayer])
+                                    "BGR3 (RGB888)", "RGB3 (BGR888)", *bayer])
 
 
 def test_sizes_the_kernel_cannot_take_are_refused_saying_why():

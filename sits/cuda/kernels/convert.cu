@@ -58,9 +58,10 @@ namespace sits {
 // sits/formats.py, an output's OUT_ and its dtype's name.
 // Raw Bayer formats are coded by how a sample is stored (FMT_BAYER8: a
 // byte; 16: a 16-bit word; 10P and 12P: MIPI CSI-2 packed); the colour
-// pattern is Params.cfa.
+// pattern is Params.cfa. RGB888 and BGR888 (DRM's names: B, G, R and R, G, B
+// in memory) are what image decoders hand back.
 enum { FMT_YUYV = 0, FMT_UYVY = 1, FMT_NV12 = 2, FMT_NV16 = 3, FMT_P010 = 4, FMT_XRGB8888 = 5, FMT_XBGR8888 = 6,
-       FMT_BAYER8 = 7, FMT_BAYER16 = 8, FMT_BAYER10P = 9, FMT_BAYER12P = 10 };
+       FMT_BAYER8 = 7, FMT_BAYER16 = 8, FMT_BAYER10P = 9, FMT_BAYER12P = 10, FMT_RGB888 = 11, FMT_BGR888 = 12 };
 enum { OUT_UINT8 = 0, OUT_FLOAT16 = 1, OUT_FLOAT32 = 2, OUT_BFLOAT16 = 3 };
 
 // Every field is 4 bytes: int or float, alone or an array (sits/cuda/layout.py
@@ -87,10 +88,13 @@ struct Params {
 };
 
 template <int FMT> struct Traits {
-    static constexpr bool rgb = FMT == FMT_XRGB8888 || FMT == FMT_XBGR8888;
+    static constexpr bool rgb24 = FMT == FMT_RGB888 || FMT == FMT_BGR888;
+    static constexpr bool rgb = FMT == FMT_XRGB8888 || FMT == FMT_XBGR8888 || rgb24;
     static constexpr bool planar = FMT == FMT_NV12 || FMT == FMT_NV16 || FMT == FMT_P010;
     static constexpr int sub_y = (FMT == FMT_NV12 || FMT == FMT_P010) ? 2 : 1;
-    static constexpr bool bayer = FMT >= FMT_BAYER8;
+    static constexpr bool bayer = FMT >= FMT_BAYER8 && FMT <= FMT_BAYER12P;
+    // read a pixel at a time (area_px), not in 32-bit word groups
+    static constexpr bool pixelwise = bayer || rgb24;
 };
 
 template <int OUT> struct OutType;
@@ -193,10 +197,11 @@ __device__ __forceinline__ void chroma_at(const unsigned char* p0, const unsigne
 template <int FMT>
 __device__ __forceinline__ void rgb_at(const unsigned char* p0, int stride0, int x, int y,
                                        float& r, float& g, float& b) {
-    const unsigned char* px = p0 + (long long)y * stride0 + 4 * x;
-    r = u8at(px + (FMT == FMT_XRGB8888 ? 2 : 0));
+    const unsigned char* px = p0 + (long long)y * stride0 + (Traits<FMT>::rgb24 ? 3 : 4) * x;
+    const bool bgr = FMT == FMT_XRGB8888 || FMT == FMT_RGB888;   // B, G, R in memory
+    r = u8at(px + (bgr ? 2 : 0));
     g = u8at(px + 1);
-    b = u8at(px + (FMT == FMT_XRGB8888 ? 0 : 2));
+    b = u8at(px + (bgr ? 0 : 2));
 }
 
 // One raw Bayer sample.
@@ -320,12 +325,21 @@ bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigne
     write_pixel<OUT, Tr::bayer>(p, o, c0, c1, c2);
 }
 
-// Area for raw Bayer: one thread per output pixel, the exact box filter over
-// the demosaiced samples of its footprint (the footprint's edges in the same
-// double arithmetic as the oracle's), launched as bilinear is.
+// R, G, B of pixel (x, y) of a format read a pixel at a time.
+template <int FMT>
+__device__ __forceinline__ void pixel_rgb(const Params& p, const unsigned char* p0, int x, int y,
+                                          float& r, float& g, float& b) {
+    if (Traits<FMT>::bayer) demosaic<FMT>(p, p0, x, y, r, g, b);
+    else rgb_at<FMT>(p0, p.stride0, x, y, r, g, b);
+}
+
+// Area for formats read a pixel at a time (raw Bayer, 24-bit RGB): one thread
+// per output pixel, the exact box filter over the (demosaiced) pixels of its
+// footprint (the footprint's edges in the same double arithmetic as the
+// oracle's), launched as bilinear is.
 template <int FMT, int OUT>
 __global__ void __launch_bounds__(SITS_BILINEAR_THREADS)
-area_bayer(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
+area_px(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
     typedef typename OutType<OUT>::T OT;
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -351,13 +365,13 @@ area_bayer(const Params p, const unsigned char* __restrict__ tables, const unsig
         for (int sx_ = xs; sx_ < xe; ++sx_) {
             const float wx = (float)(fmin(sx_ + 1.0, bx1) - fmax((double)sx_, bx0));
             float pr, pg, pb;
-            demosaic<FMT>(p, p0, sx_, sy_, pr, pg, pb);
+            pixel_rgb<FMT>(p, p0, sx_, sy_, pr, pg, pb);
             rr = fmaf(wx, pr, rr); gg = fmaf(wx, pg, gg); bb = fmaf(wx, pb, bb);
         }
         r = fmaf(wy, rr, r); g = fmaf(wy, gg, g); b = fmaf(wy, bb, b);
     }
     const float inv = (float)(1.0 / ((bx1 - bx0) * (by1 - by0)));
-    write_pixel<OUT, true>(p, o, r * inv, g * inv, b * inv);
+    write_pixel<OUT, Traits<FMT>::bayer>(p, o, r * inv, g * inv, b * inv);
 }
 
 // Area. Host-computed spans (kernel.py `area_spans`, the same double
