@@ -10,7 +10,9 @@ released (after the flip that replaced it, a fence, a CUDA event) -- never by
 the dequeue itself.
 """
 import errno
+import glob
 import mmap
+import os
 import time
 from dataclasses import dataclass
 
@@ -23,6 +25,16 @@ from sits.v4l2.device import VideoDevice, video_paths
 
 CAPTURE = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE
 MEMORY_KINDS = ("mmap", "heap", "udmabuf")
+#: udev's stable names of video nodes (60-persistent-v4l.rules): by-id
+#: names a USB camera by its serial, by-path by the port it is plugged in
+STABLE_DIRS = ("/dev/v4l/by-id", "/dev/v4l/by-path")
+
+
+def stable_paths(node: str) -> list[str]:
+    """udev's links to the video node `node` (/dev/videoN)."""
+    node = os.path.realpath(node)
+    return [p for d in STABLE_DIRS for p in sorted(glob.glob(os.path.join(d, "*")))
+            if os.path.realpath(p) == node]
 
 
 class CaptureBuffer:
@@ -147,10 +159,15 @@ class CaptureDevice(VideoDevice):
     streaming, closes every dma-buf and frees the driver's buffers."""
 
     __slots__ = ("format", "memory", "buffers", "streaming", "stats", "fps", "queue_owner", "_memory_type",
-                 "_allocator")
+                 "_allocator", "node", "by_link")
 
     def __init__(self, fd: int, path: str = "?"):
         super().__init__(fd, path)
+        # A camera opened by a link (udev's /dev/v4l/by-id, by-path, or a
+        # rule of the user's own) is the camera the link names: after a
+        # replug the link is resolved again (sits/pipeline/reconnect.py).
+        self.by_link = os.path.islink(path)
+        self.node = os.path.realpath(path)
         if not self.cap.is_capture:
             raise DeviceError(f"{path}: not a video capture device ({self.cap.driver} '{self.cap.card}': "
                               f"{', '.join(self.cap.cap_names) or 'no capture capability'})")
@@ -211,6 +228,23 @@ class CaptureDevice(VideoDevice):
                     raise
         self.format = fmt
         return fmt
+
+    # ------------------------------------------------------------ controls
+    def controls(self):
+        """Its controls, read now (sits.v4l2.controls.Controls)."""
+        from sits.v4l2.controls import Controls
+        return Controls.read(self.fileno(), self.path)
+
+    def set_controls(self, wanted) -> list:
+        """Set controls.requests()' (name, value) pairs: every one checked
+        against the camera's ranges first (UsageError naming what the
+        first bad one takes, nothing set), then set in order."""
+        if not wanted:
+            return []
+        controls = self.controls()
+        resolved = controls.resolve(wanted)
+        controls.apply(self.fileno(), resolved)
+        return resolved
 
     # ------------------------------------------------------------- buffers
     def allocate(self, count: int = 4, memory: str = "mmap") -> list[CaptureBuffer]:

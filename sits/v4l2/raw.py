@@ -125,6 +125,22 @@ def enum_frame_sizes(fd: int, pixelformat: int) -> FrameSizes:
     return sizes
 
 
+def enum_frame_rates(fd: int, pixelformat: int, width: int, height: int) -> list[float] | tuple[float, float]:
+    """The frame rates a camera offers at one size: a list of discrete
+    rates (fps), or (lowest, highest) for a stepwise/continuous range."""
+    def fill(s):
+        s.pixel_format, s.width, s.height = pixelformat, width, height
+    rates = []
+    for s in _enumerate(fd, lib.SITS_VIDIOC_ENUM_FRAMEINTERVALS, "struct v4l2_frmivalenum *", fill):
+        if s.type != lib.V4L2_FRMIVAL_TYPE_DISCRETE:
+            slow, fast = s.stepwise.max, s.stepwise.min   # the longest interval is the lowest rate
+            return (slow.denominator / slow.numerator if slow.numerator else 0.0,
+                    fast.denominator / fast.numerator if fast.numerator else 0.0)
+        t = s.discrete
+        rates.append(t.denominator / t.numerator if t.numerator else 0.0)
+    return rates
+
+
 # ------------------------------------------------------------------ formats
 @dataclass
 class Format:
@@ -230,6 +246,8 @@ def streamoff(fd: int, buf_type: int = lib.V4L2_BUF_TYPE_VIDEO_CAPTURE) -> None:
 # ----------------------------------------------------------------- controls
 @dataclass
 class Control:
+    """One control as VIDIOC_QUERY_EXT_CTRL describes it; `name` is the
+    driver's ("White Balance, Automatic")."""
     id: int
     name: str
     type: int
@@ -237,22 +255,75 @@ class Control:
     maximum: int
     default: int
     flags: int
+    step: int = 1
+    elems: int = 1     # > 1, or dims set: an array, which has a payload
+    dims: tuple = ()
 
 
 def controls(fd: int) -> list[Control]:
-    out, next_id = [], lib.V4L2_CTRL_FLAG_NEXT_CTRL
+    """Every control but the class headings and disabled ones, compound
+    ones too, in the driver's order."""
+    out, next_id = [], lib.V4L2_CTRL_FLAG_NEXT_CTRL | lib.V4L2_CTRL_FLAG_NEXT_COMPOUND
     while True:
-        q = ffi.new("struct v4l2_queryctrl *", {"id": next_id})
+        q = ffi.new("struct v4l2_query_ext_ctrl *", {"id": next_id})
         try:
-            ioctl(fd, lib.SITS_VIDIOC_QUERYCTRL, q)
+            ioctl(fd, lib.SITS_VIDIOC_QUERY_EXT_CTRL, q)
         except IoctlError as exc:
             if exc.errno == errno.EINVAL:
                 return out
             raise
         if q.type != lib.V4L2_CTRL_TYPE_CTRL_CLASS and not q.flags & lib.V4L2_CTRL_FLAG_DISABLED:
-            out.append(Control(q.id, string(q.name), q.type, q.minimum, q.maximum,
-                               q.default_value, q.flags))
-        next_id = q.id | lib.V4L2_CTRL_FLAG_NEXT_CTRL
+            out.append(Control(q.id, string(q.name), q.type, q.minimum, q.maximum, q.default_value, q.flags,
+                               q.step, q.elems, tuple(q.dims[i] for i in range(q.nr_of_dims))))
+        next_id = q.id | lib.V4L2_CTRL_FLAG_NEXT_CTRL | lib.V4L2_CTRL_FLAG_NEXT_COMPOUND
+
+
+def menu_items(fd: int, ctrl: Control) -> list[tuple[int, str | int]]:
+    """(index, name) of a menu's items, (index, value) of an integer
+    menu's; the indexes the driver skips (EINVAL) are not items."""
+    out = []
+    for index in range(ctrl.minimum, ctrl.maximum + 1):
+        q = ffi.new("struct v4l2_querymenu *", {"id": ctrl.id, "index": index})
+        try:
+            ioctl(fd, lib.SITS_VIDIOC_QUERYMENU, q)
+        except IoctlError as exc:
+            if exc.errno == errno.EINVAL:
+                continue
+            raise
+        out.append((index, q.value if ctrl.type == lib.V4L2_CTRL_TYPE_INTEGER_MENU else string(q.name)))
+    return out
+
+
+def _ext_ctrls(fd: int, request: int, c) -> None:
+    cs = ffi.new("struct v4l2_ext_controls *", {"which": lib.V4L2_CTRL_WHICH_CUR_VAL, "count": 1, "controls": c})
+    ioctl(fd, request, cs)
+
+
+def g_ext_ctrl(fd: int, ctrl: Control) -> int | str:
+    """A control's current value: an int, or a str for a string control."""
+    c = ffi.new("struct v4l2_ext_control *", {"id": ctrl.id})
+    if ctrl.type == lib.V4L2_CTRL_TYPE_STRING:
+        buf = ffi.new("char[]", ctrl.maximum + 1)
+        c.size, c.string = len(buf), buf
+        _ext_ctrls(fd, lib.SITS_VIDIOC_G_EXT_CTRLS, c)
+        return ffi.string(buf).decode(errors="replace")
+    _ext_ctrls(fd, lib.SITS_VIDIOC_G_EXT_CTRLS, c)
+    if ctrl.type == lib.V4L2_CTRL_TYPE_INTEGER64:
+        return c.value64
+    return c.value & 0xFFFFFFFF if ctrl.type == lib.V4L2_CTRL_TYPE_BITMASK else c.value
+
+
+def s_ext_ctrl(fd: int, ctrl: Control, value: int | str) -> None:
+    """Set one control (an int, or a str for a string control)."""
+    c = ffi.new("struct v4l2_ext_control *", {"id": ctrl.id})
+    if ctrl.type == lib.V4L2_CTRL_TYPE_STRING:
+        buf = ffi.new("char[]", value.encode())
+        c.size, c.string = len(buf), buf
+    elif ctrl.type == lib.V4L2_CTRL_TYPE_INTEGER64:
+        c.value64 = value
+    else:   # a bitmask's 32 bits go in the signed member as they are
+        c.value = value - (1 << 32) if value >= 1 << 31 else value
+    _ext_ctrls(fd, lib.SITS_VIDIOC_S_EXT_CTRLS, c)
 
 
 def s_ctrl(fd: int, ctrl_id: int, value: int) -> None:
