@@ -69,22 +69,52 @@ def bpf() -> dict:
     return out
 
 
+def video_device(path: str) -> dict:
+    """One video node as `sits doctor` and `sits cameras` list it: who it
+    is, its stable paths (udev's /dev/v4l/by-id, by-path links) and, for a
+    capture node, its formats with their sizes and frame rates and its
+    controls (name as `v4l2-ctl -l` prints it, type, range or menu,
+    default, current value). Never raises: a failure is an `error`."""
+    from sits.v4l2.capture import stable_paths
+    from sits.v4l2.controls import Controls
+    from sits.v4l2.device import VideoDevice
+    try:
+        with VideoDevice.open(path) as dev:
+            c = dev.cap
+            d = {"path": path, "stable_paths": stable_paths(path), "driver": c.driver, "card": c.card,
+                 "bus_info": c.bus_info, "capabilities": c.cap_names, "capture": c.is_capture, "formats": []}
+            if c.is_capture:
+                for f in dev.formats():
+                    sizes = dev.frame_sizes(f.fourcc)
+                    d["formats"].append({"fourcc": f.fourcc, "description": f.description,
+                                         "sizes": sizes.describe(), "rates": _rates(dev, f.fourcc, sizes)})
+                d["controls"] = [ctl.as_dict() for ctl in Controls.read(dev.fileno(), path)]
+    except Exception as exc:  # noqa: BLE001
+        d = {"path": path, "error": _err(exc)}
+    return d
+
+
+def _rates(dev, code: str, sizes) -> list[dict]:
+    """{size, fps} for each discrete size (for a stepwise range: at its
+    largest size); fps a list, or {min, max} for a continuous range."""
+    from sits.formats import fourcc
+    from sits.v4l2 import raw
+    if sizes.stepwise:
+        pairs = [(sizes.stepwise[1], sizes.stepwise[4])]
+    else:
+        pairs = sizes.discrete
+    out = []
+    for w, h in pairs:
+        rates = raw.enum_frame_rates(dev.fileno(), fourcc(code), w, h)
+        fps = {"min": round(rates[0], 3), "max": round(rates[1], 3)} if isinstance(rates, tuple) \
+            else [round(r, 3) for r in rates]
+        out.append({"size": f"{w}x{h}", "fps": fps})
+    return out
+
+
 def v4l2() -> dict:
-    from sits.v4l2.device import VideoDevice, video_paths
-    devices = []
-    for path in video_paths():
-        try:
-            with VideoDevice.open(path) as dev:
-                c = dev.cap
-                d = {"path": path, "driver": c.driver, "card": c.card, "bus_info": c.bus_info,
-                     "capabilities": c.cap_names, "capture": c.is_capture, "formats": []}
-                if c.is_capture:
-                    for f in dev.formats():
-                        d["formats"].append({"fourcc": f.fourcc, "description": f.description,
-                                             "sizes": dev.frame_sizes(f.fourcc).describe()})
-        except Exception as exc:  # noqa: BLE001
-            d = {"path": path, "error": _err(exc)}
-        devices.append(d)
+    from sits.v4l2.device import video_paths
+    devices = [video_device(path) for path in video_paths()]
     capture = [d for d in devices if d.get("capture")]
     return {"devices": devices,
             "capture": _item(bool(capture), "no V4L2 capture device (modprobe vivid, or plug a camera)",

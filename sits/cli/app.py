@@ -13,7 +13,7 @@ import sys
 from sits.errors import SitsError
 
 
-COMMANDS = ("doctor", "probe", "bench", "capture")
+COMMANDS = ("doctor", "cameras", "probe", "bench", "capture")
 
 
 @functools.cache
@@ -51,6 +51,9 @@ def _register(app, only: str | None = None) -> None:
     if only in (None, "doctor"):
         from sits.cli import doctor
         app.command("doctor")(doctor.doctor)
+    if only in (None, "cameras"):
+        from sits.cli import cameras
+        app.command("cameras")(cameras.cameras)
     if only in (None, "probe"):
         try:
             from sits.cli import probe

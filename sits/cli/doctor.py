@@ -35,8 +35,10 @@ def _rows(data: dict):
                 continue
             fmts = ", ".join(f"{f['fourcc']} {f['sizes']}" for f in d["formats"][:6])
             more = f" (+{len(d['formats']) - 6} more)" if len(d["formats"]) > 6 else ""
-            yield "v4l2", d["path"], True, f"{d['driver']} '{d['card']}' {','.join(d['capabilities'])}" + (
-                f"\n{fmts}{more}" if fmts else "")
+            stable = "".join(f"\n{p}" for p in d["stable_paths"])
+            ctrls = f"\n{len(d['controls'])} controls (sits cameras lists them)" if d.get("controls") else ""
+            yield "v4l2", d["path"], True, f"{d['driver']} '{d['card']}' {','.join(d['capabilities'])}" + stable + (
+                f"\n{fmts}{more}" if fmts else "") + ctrls
         yield "v4l2", "capture", v["capture"]["ok"], v["capture"].get("hint", f"{v['capture']['count']} device(s)")
     d = data["drm"]
     if "error" in d:
