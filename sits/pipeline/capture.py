@@ -21,7 +21,7 @@ from sits.drm.card import Card, card_paths
 from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, UsageError
 from sits.formats import BY_V4L2, bayer, drm_for_v4l2
-from sits.options import FLAG, FLOAT, INT, STR, Option, fourcc, size
+from sits.options import FLAG, FLOAT, INT, STR, STRS, Option, fourcc, size
 from sits.v4l2.capture import MEMORY_KINDS, CaptureDevice
 
 
@@ -52,6 +52,10 @@ OPTIONS = (
     Option(("--timeline",), "timeline", STR, None,
            "Write one record per frame (its stages' times) to FILE: CSV for FILE.csv, else NDJSON."),
     Option(("--reconnect",), "reconnect", FLAG, False, "Wait for a vanished camera and resume."),
+    Option(("--control",), "controls", STRS, None,
+           "NAME=VALUE: set a camera control before streaming, checked against its range (repeatable; "
+           "names as `v4l2-ctl -l` prints them; a menu takes an item's number or name; set again "
+           "after a --reconnect). `sits cameras` lists them."),
     *RAW_OPTIONS,
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
@@ -165,6 +169,10 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
     from sits.pipeline.stats import Summary
     if not opts.display and not consumers:
         raise UsageError("nothing consumes the frames: give a display (--to-kms) or a consumer (--to-cuda)")
+    from sits.v4l2.controls import requests
+    controls = requests(opts.controls)
+    if controls and opts.device == SYNTHETIC:
+        raise UsageError(f"--control: the {SYNTHETIC} source has no controls")
     if opts.device == SYNTHETIC:
         return _build_synthetic(opts, consumers, on_status, status_interval)
     owned = []
@@ -176,6 +184,7 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
             owned.append(card)
         code = choose_format(opts, cap, card)
         fmt = cap.configure(code, opts.size, opts.fps)
+        cap.set_controls(controls)
         raw = _raw(opts, code)
         memory = opts.memory or "mmap"
         summary = Summary(memory=memory, format=code, size=f"{fmt.width}x{fmt.height}", device=cap.path)
@@ -183,7 +192,7 @@ def build(opts: CaptureOptions, *, consumers=(), sources=(), on_status=None, sta
         cap.allocate(opts.buffers, memory)
         if display is not None:
             display.test(cap)
-        reconnect = Reconnect(opts.fps, opts.buffers, memory) if opts.reconnect else None
+        reconnect = Reconnect(opts.fps, opts.buffers, memory, controls) if opts.reconnect else None
         p = Pipeline([cap, *sources], display=display, consumers=consumers, reconnect=reconnect,
                      closers=[o for o in owned if o is not display],
                      **_run_options(opts, on_status, status_interval, summary))
