@@ -73,7 +73,7 @@ class PipelineContext:
     """What a consumer sees of the pipeline it is attached to."""
 
     def __init__(self, source, watch: Callable, unwatch: Callable, fail: Callable, frame_queue=None,
-                 sources: dict | None = None):
+                 sources: dict | None = None, watch_stage: Callable | None = None):
         #: the source whose frames it takes (the first, where it takes several)
         self.source = source
         #: every source whose frames it takes, by the id its frames carry (frame.source)
@@ -81,6 +81,7 @@ class PipelineContext:
         self._watch, self._unwatch, self._fail = watch, unwatch, fail
         #: the C frame queue that drives the source (V4L2, timer sources), or None
         self.frame_queue = frame_queue
+        self._watch_stage = watch_stage
 
     @property
     def format(self):
@@ -102,6 +103,11 @@ class PipelineContext:
 
     def unwatch(self, fd: int) -> None:
         self._unwatch(fd)
+
+    def watch_stage(self, stage) -> None:
+        """The loop takes what `stage` (a stage of the frame queue the
+        consumer set up) makes, as it takes the sources' frames."""
+        self._watch_stage(stage)
 
     def fail(self, exc: BaseException) -> None:
         """Stop the pipeline with this error (raised by run() after cleanup)."""

@@ -75,7 +75,7 @@ class KmsDisplay:
             self.queue = queue
             if not self.zero_copy:
                 self.stage = self._conversion(queue, cap)
-                pipeline.watch(self.stage.fileno(), lambda: self._handle(queue.capture(self.stage.source)))
+                pipeline.watch_stage(self.stage)
             K = self.K = ffi.new("struct sits_kms *")
             K.dfd = card.fileno()
             K.plane_id = out.plane_id

@@ -98,6 +98,10 @@ class Pipeline:
         self._handlers[fd] = callback
         self._poller.register(fd, select.EPOLLIN)
 
+    def watch_stage(self, stage) -> None:
+        """Take what `stage` makes from the loop (it makes frames of a source of its own)."""
+        self.watch(stage.fileno(), lambda: self.handle(self.queue.capture(stage.source)))
+
     def unwatch(self, fd: int) -> None:
         if self._handlers.pop(fd, None) is not None:
             try:
@@ -205,7 +209,8 @@ class Pipeline:
         for port in self.ports:
             takes = self._takes(port)
             ctx = PipelineContext(self.sources[takes[0]], self._consumer_watch(port), self.unwatch, self.fail,
-                                  self.queue, sources={i: self.sources[i] for i in takes})
+                                  self.queue, sources={i: self.sources[i] for i in takes},
+                                  watch_stage=self.watch_stage)
             self._guard(port, port.consumer.start, ctx)
             if not port.consumer.in_queue:   # one that works in Python: a sink of its own
                 port.attach(self.queue, takes)

@@ -24,8 +24,9 @@ class Stage:
         source `takes`, whose buffers' bytes are `inputs` (the queue's
         buffer number -> a writable buffer object; `dmabufs`: -> the
         dma-buf fd whose reads are bracketed), into `outputs` (buffer
-        objects of its own, `out_bytes` of image each); its port's
-        `policy` and `depth`."""
+        objects of its own, or the device addresses of GPU buffers its
+        work writes, `out_bytes` of image each); its port's `policy` and
+        `depth`."""
         self.queue, self.name = queue, name
         self.work_object = None   # a Python work (python_work.py), for its own counts
         self.S = S = ffi.new("struct sits_stage *")
@@ -36,9 +37,13 @@ class Stage:
         S.source = self.source = queue.add_source(lib.sits_stage_source(), S, len(outputs), counted=False, half=self)
         self._inputs: list = []
         self.set_inputs(inputs, dmabufs)
-        self._outputs = [ffi.from_buffer(buf) for buf in outputs]
-        for index, p in zip(queue.buffers_of(self.source), self._outputs):
-            S.out_ptr[index] = p
+        self._outputs = []   # the buffer objects' pointers, kept until close()
+        for index, buf in zip(queue.buffers_of(self.source), outputs):
+            if isinstance(buf, int):
+                S.out_ptr[index] = ffi.cast("void *", buf)
+            else:
+                self._outputs.append(ffi.from_buffer(buf))
+                S.out_ptr[index] = self._outputs[-1]
         err = lib.sits_stage_start(S)
         if err:
             raise DeviceError(f"a stage's worker thread: {err}")
