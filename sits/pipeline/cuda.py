@@ -56,6 +56,7 @@ import time
 from typing import Callable
 
 from sits.bayer import AUTO, AUTO_NOT_ON_GPU, RawOptions
+from sits.formats import compressed
 from sits.cuda.formats import ALIASES, FORMATS, MATRICES, RANGES, OutputSpec, SourceFormat, make_plan
 from sits.errors import DeviceError, UsageError
 from sits.pipeline.consumer import Consumer
@@ -185,6 +186,7 @@ class CudaConsumer(Consumer):
         self._cp = None
         self._stopping = False
         self.in_queue = False       # converting inside the frame queue's C (start() decides)
+        self.decode = None          # the stage that decodes compressed frames on the GPU (sits.cuda.jpeg)
         self._queue_stopped = False
         self._queue = None
         self._frame_queue = None    # the source's frame queue: its timeline takes the CUDA stages
@@ -207,10 +209,15 @@ class CudaConsumer(Consumer):
                                  f"({fmt.fourcc} {fmt.width}x{fmt.height}) and of {other.path} "
                                  f"({f.fourcc} {f.width}x{f.height}): the sources of one CUDA stage "
                                  "share a format and size")
-        keyed = [((source, b.index), b) for source, src in ctx.sources.items() for b in src.buffers]
+        if compressed(fmt.fourcc):   # decoded on the GPU by a stage of the frame queue, then converted
+            fmt, keyed = self._decode_on_gpu(ctx)
+            self.import_path = "device"
+        else:
+            keyed = [((source, b.index), b) for source, src in ctx.sources.items() for b in src.buffers]
         buffers = [b for _, b in keyed]
         self.plan = self.plan_for(fmt, ctx.source.path)
-        self.import_path = self._choose_path(ctx, buffers)
+        if self.decode is None:
+            self.import_path = self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
         cp = self._cp = cupy()
         if self.schedule is not None:
@@ -246,6 +253,10 @@ class CudaConsumer(Consumer):
                 on_gpu.graph.launch(self._stream)
         cp.cuda.runtime.deviceSynchronize()
         q = self._frame_queue = getattr(ctx, "frame_queue", None)
+        if self.decode is not None:
+            self._hand_to_queue(q, (self.decode.source,))
+            ctx.watch_stage(self.decode)
+            return
         if q is not None and cap == 1 and self.on_batch is None and self.import_path != "staged":
             self._hand_to_queue(q, tuple(ctx.sources))
             return
@@ -255,6 +266,28 @@ class CudaConsumer(Consumer):
         self.completions.watch(self._stream, warm, lambda _done_ns: None)
         self.completions.drain()
         ctx.watch(self.completions.fileno(), self._on_completions)
+
+    def _decode_on_gpu(self, ctx):
+        """The JPEG decode stage (sits.cuda.jpeg) for the sources' frames: (the
+        format of what it makes, its device images keyed as buffers)."""
+        from sits.cuda.jpeg import MADE, decode_stage
+        q, fmt = ctx.frame_queue, ctx.format
+        if q is None or self.max_batch > 1 or self.on_batch is not None:
+            raise UsageError(f"{ctx.source.path}: {fmt.fourcc} frames are decoded and converted on the GPU one "
+                             "at a time in the frame queue: no batches, no on_batch")
+        self._probe()
+        from sits.cuda.runtime import cupy
+        self._cp = cupy()
+        inputs = {q.number(source, b.index): b.view() for source, src in ctx.sources.items() for b in src.buffers}
+        self.decode, work = decode_stage(q, tuple(ctx.sources), fmt.width, fmt.height, inputs)
+        from sits.v4l2.raw import Format
+        made = Format(MADE, fmt.width, fmt.height, work.pitch, work.pitch * fmt.height, fmt.field, 0)
+        cp = self._cp
+        keyed = []
+        for i, image in enumerate(work.images):
+            memory = cp.cuda.UnownedMemory(work.address(image), made.sizeimage, image)
+            keyed.append(((self.decode.source, i), cp.ndarray((made.sizeimage,), cp.uint8, cp.cuda.MemoryPointer(memory, 0))))
+        return made, keyed
 
     def _hand_to_queue(self, q, sources: tuple[int, ...]) -> None:
         """Each buffer's conversion as a driver graph, launched by the frame
@@ -318,15 +351,20 @@ class CudaConsumer(Consumer):
                              f"{fmt.fourcc} {fmt.width}x{fmt.height} frame ({src.frame_bytes} B)")
         return plan
 
-    def _choose_path(self, ctx, buffers) -> str:
-        """dmabuf where the driver imports them, host-registered for memfd
-        buffers, staged only where it is the honest answer; else refuse."""
+    def _probe(self) -> dict:
+        """What the driver says this GPU can do; refused where there is none."""
         answer = self.probe_answer
         if answer is None:
             from sits.cuda.probe import probe
             answer = self.probe_answer = probe()
         if not answer.get("available"):
             raise DeviceError(f"the CUDA stage needs a GPU: {answer.get('reason')}")
+        return answer
+
+    def _choose_path(self, ctx, buffers) -> str:
+        """dmabuf where the driver imports them, host-registered for memfd
+        buffers, staged only where it is the honest answer; else refuse."""
+        answer = self._probe()
         memfds = all(b.memfd is not None for b in buffers)
         dmabufs = all(b.dmabuf is not None for b in buffers)
         if dmabufs and answer.get("dmabuf_import", {}).get("supported"):
@@ -349,6 +387,11 @@ class CudaConsumer(Consumer):
         on_gpu.start = cp.cuda.Event(disable_timing=False)
         if self.import_path == "staged":
             return on_gpu  # converted per frame through the bounce buffer
+        if self.import_path == "device":   # a decoder's image in device memory: read in place
+            on_gpu.frame_src = buf
+            on_gpu.fixed = fixed = conv.fixed([buf])
+            on_gpu.graph, on_gpu.tensor = fixed.graph, fixed.tensor
+            return on_gpu
         from sits.cuda.convert import HostFrame
 
         if self.import_path == "dmabuf":
@@ -562,6 +605,8 @@ class CudaConsumer(Consumer):
         in flight are waited for (at most stop_timeout_s) and their leases
         released; then every registration, import and graph goes."""
         self._stopping = True
+        if self.decode is not None:   # it makes no more frames; what it holds goes back
+            self.decode.close()
         if self.in_queue:
             self._stop_queue()
         while self.batcher is not None and len(self.batcher):
@@ -646,10 +691,14 @@ class CudaConsumer(Consumer):
 
     def _release_gpu(self) -> None:
         self._restore_schedule()
+        if self.decode is not None:   # it stops before the images it writes go (its counts stay)
+            self.decode.close()
         for on_gpu in self._on_gpu.values():
             if on_gpu.imported is not None:
                 on_gpu.imported.close()
         self._on_gpu = {}
+        if self.decode is not None:   # nothing reads its images now
+            self.decode.work_object.close()
         if self.registry is not None:
             self.registry.close()
         self.converter = None
@@ -674,4 +723,6 @@ class CudaConsumer(Consumer):
                      else "c" if self.completions is not None and self.completions.native else "python"),
             "converted_in": "frame queue (C)" if self.in_queue or self._queue_stopped else "python",
             "schedule": self.schedule or "cuda's",
+            "decode": None if self.decode is None else {
+                **self.decode.counts(), "on": self.decode.work_object.backend, "errors_are": self.decode.why()},
         }

@@ -42,8 +42,8 @@ def test_memory_that_cannot_reach_the_gpu_is_refused_naming_udmabuf(memory):
 
 def test_formats_the_kernel_cannot_take_are_refused_naming_those_it_can():
     src = DmabufSource()
-    src.format = src.format.__class__("MJPG", 640, 360, 0, 100000, 1, 0)
-    with pytest.raises(UsageError, match=r"cannot take MJPG frames; it takes ") as err:
+    src.format = src.format.__class__("GREY", 640, 360, 640, 640 * 360, 1, 0)
+    with pytest.raises(UsageError, match=r"cannot take GREY frames; it takes ") as err:
         CudaConsumer(OutputSpec(224, 224), probe=DISCRETE).start(ctx_for(src))
     taken = str(err.value).split("it takes ")[1].split(", ")
     bayer = [f"{f.v4l2} ({f.name})" for f in PIXEL_FORMATS if f.cfa]
@@ -75,3 +75,12 @@ def test_bad_options_are_refused():
         CudaConsumer(OutputSpec(224, 224), ingest="dma")
     with pytest.raises(UsageError, match="output dtype"):
         CudaConsumer(OutputSpec(224, 224, dtype="int8"))
+
+
+@pytest.mark.parametrize("kw", [dict(max_batch=2, latency_budget_s=0.01), dict(on_batch=print), {}])
+def test_mjpeg_is_decoded_and_converted_one_frame_at_a_time_in_the_frame_queue(kw):
+    # {}: a source the frame queue does not drive
+    src = DmabufSource()
+    src.format = src.format.__class__("MJPG", 640, 360, 0, 100000, 1, 0)
+    with pytest.raises(UsageError, match=r"MJPG frames are decoded and converted on the GPU one at a time"):
+        CudaConsumer(OutputSpec(224, 224), probe=DISCRETE, **kw).start(ctx_for(src))
