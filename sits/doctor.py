@@ -1,13 +1,13 @@
 """What this machine can do for sits: one probe per kernel interface.
 
 `collect()` returns a JSON-ready dict with the top-level keys kernel, bpf,
-v4l2, drm, dmabuf, cuda. Every item has `ok` and, when not ok, a one-line
+v4l2, drm, dmabuf, cuda, decode. Every item has `ok` and, when not ok, a one-line
 `hint`. Probing never raises: a failure is an item that is not ok.
 """
 import os
 import platform
 
-KEYS = ("kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda")
+KEYS = ("kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode")
 
 
 def _item(ok: bool, hint: str | None = None, **detail) -> dict:
@@ -205,10 +205,38 @@ def cuda() -> dict:
     return probe()
 
 
+def decode(gpu: bool) -> dict:
+    """The decode paths this machine has for cameras that do not send
+    pixels: MJPEG on the CPU (libjpeg-turbo) and on the GPU (nvImageCodec:
+    its hardware engine or CUDA; asked only where `gpu`), raw Bayer on the
+    CPU (OpenCV; the CUDA stage demosaics in its own kernel)."""
+    out = {}
+    try:
+        import simplejpeg
+        out["jpeg_cpu"] = _item(True, library=f"libjpeg-turbo (simplejpeg {simplejpeg.__version__})")
+    except ImportError as exc:
+        out["jpeg_cpu"] = _item(False, "pip install simplejpeg (MJPEG cameras on the display)", error=_err(exc))
+    if not gpu:
+        out["jpeg_gpu"] = _item(False, "no CUDA GPU (see cuda)")
+    else:
+        from sits.cuda.jpeg import engine
+        where = engine()
+        out["jpeg_gpu"] = _item(where is not None, "pip install nvidia-nvimgcodec-cu13 (or -cu12): MJPEG "
+                                "decoded on the GPU", on=where)
+    try:
+        import cv2
+        out["bayer_cpu"] = _item(True, library=f"OpenCV {cv2.__version__}")
+    except ImportError as exc:
+        out["bayer_cpu"] = _item(False, "pip install 'sits[raw]' (raw Bayer cameras on the display)",
+                                 error=_err(exc))
+    return out
+
+
 def collect() -> dict:
     result = {}
     for key, fn in (("kernel", kernel), ("bpf", bpf), ("v4l2", v4l2), ("drm", drm),
-                    ("dmabuf", dmabuf), ("cuda", cuda)):
+                    ("dmabuf", dmabuf), ("cuda", cuda),
+                    ("decode", lambda: decode(bool(result.get("cuda", {}).get("available"))))):
         try:
             result[key] = fn()
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes

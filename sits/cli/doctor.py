@@ -71,10 +71,16 @@ def _rows(data: dict):
         for name in ("dmabuf_import", "host_register"):
             item = cu.get(name) or {}
             yield "cuda", name, bool(item.get("supported")), item.get("error") or item.get("detail") or ""
+    dec = data["decode"]
+    if "error" in dec:
+        yield "decode", "probe", False, dec["error"]
+    else:
+        for name, item in dec.items():
+            yield "decode", name, item["ok"], item.get("library") or item.get("on") or item.get("hint", "")
 
 
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Show what this machine can do: kernel, eBPF, V4L2, DRM/KMS, dma-buf, CUDA."""
+    """Show what this machine can do: kernel, eBPF, V4L2, DRM/KMS, dma-buf, CUDA, decoders."""
     data = probe.collect()
     if as_json:
         print(json.dumps(data, indent=2))

@@ -82,15 +82,7 @@ class GpuJpegDecode:
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.done = cp.cuda.Event(block=True, disable_timing=True)   # a sleeping wait
         blank = blank_jpeg(width, height)
-        self.decoder, self.backend = None, None
-        for backend in ("HW_GPU_ONLY", "HYBRID_CPU_GPU"):   # the engine, else CUDA with the CPU's help
-            try:
-                decoder = nv.Decoder(backends=[nv.Backend(getattr(nv.BackendKind, backend))])
-                if decoder.decode(nv.CodeStream(blank), cuda_stream=self.stream.ptr) is not None:
-                    self.decoder, self.backend = decoder, "hardware" if backend == "HW_GPU_ONLY" else "cuda"
-                    break
-            except RuntimeError:
-                continue
+        self.decoder, self.backend = _decoder(nv, blank, self.stream.ptr)
         if self.decoder is None:
             raise DeviceError("nvImageCodec has no GPU JPEG decoder here (neither the hardware engine nor CUDA)")
         self.images = [self.decoder.decode(nv.CodeStream(blank), cuda_stream=self.stream.ptr) for _ in range(count)]
@@ -147,6 +139,30 @@ class GpuJpegDecode:
         self.done.record(self.stream)
         self.done.synchronize()
         return 0
+
+
+def _decoder(nv, jpeg: bytes, stream: int = 0):
+    """(nvImageCodec decoder, "hardware" or "cuda"): the GPU's JPEG engine
+    where it decodes `jpeg`, else nvImageCodec's CUDA decoder; (None, None)
+    where neither does."""
+    for backend, name in (("HW_GPU_ONLY", "hardware"), ("HYBRID_CPU_GPU", "cuda")):
+        try:
+            decoder = nv.Decoder(backends=[nv.Backend(getattr(nv.BackendKind, backend))])
+            if decoder.decode(nv.CodeStream(jpeg), cuda_stream=stream) is not None:
+                return decoder, name
+        except RuntimeError:
+            continue
+    return None, None
+
+
+def engine() -> str | None:
+    """Where this machine decodes JPEG on the GPU: "hardware" (its JPEG
+    engine), "cuda", or None (no GPU decoder; nvImageCodec missing)."""
+    try:
+        from nvidia import nvimgcodec as nv
+    except ImportError:
+        return None
+    return _decoder(nv, blank_jpeg(64, 64))[1]
 
 
 def blank_jpeg(width: int, height: int) -> bytes:

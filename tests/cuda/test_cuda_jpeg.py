@@ -108,3 +108,31 @@ def test_a_frame_the_decoder_refuses_is_a_decode_error_and_the_run_goes_on(cp):
     decode = rep["decode"]
     assert decode["errors"] >= 5 and decode["frames"] >= 15, decode
     assert rep["frames"] == decode["frames"]
+
+
+def test_sits_capture_to_cuda_from_an_mjpeg_source_and_its_timeline(cp, capsys, tmp_path):
+    """The front door: `sits capture --format MJPG --to-cuda` decodes on the
+    engine (the summary says so) and every frame's record has its decode
+    between its dequeue and its conversion."""
+    import json
+
+    from sits.cli.app import main
+    from sits.journey import record
+    path = str(tmp_path / "t.ndjson")
+    argv = ["capture", "--device", "synthetic", "--format", "MJPG", "--size", "640x368", "--fps", "120",
+            "--frames", "40", "--to-cuda", "96x64", "--json", "--timeline", path]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cuda"]["decode"]["on"] == "hardware" and data["cuda"]["decode"]["errors"] == 0
+    recs = record.read(path)
+    assert len(recs) == data["frames_captured"] == 40
+    converted = [r for r in recs if r["cuda_done_ns"]]
+    assert len(converted) == data["cuda"]["frames"] >= 30
+    for r in converted:
+        assert r["dequeued_ns"] <= r["made_ns"] <= r["cuda_submitted_ns"] <= r["cuda_done_ns"], r
+        assert r["made_buffer"] is not None
+
+
+def test_doctor_names_the_engine(cp):
+    from sits import doctor
+    assert doctor.decode(gpu=True)["jpeg_gpu"] == {"ok": True, "on": "hardware"}

@@ -14,12 +14,24 @@ def test_unknown_option_is_a_usage_error():
 def test_doctor_json_has_the_documented_keys(capsys):
     assert main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert list(data) == ["kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda"]
+    assert list(data) == ["kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode"]
     assert data["kernel"]["release"]
-    for area in ("kernel", "dmabuf"):
+    for area in ("kernel", "dmabuf", "decode"):
         for item in data[area].values():
             if isinstance(item, dict) and "ok" in item and not item["ok"]:
                 assert item.get("hint"), item
+
+
+def test_doctor_lists_the_decode_paths(capsys):
+    # libjpeg-turbo and OpenCV installed (the bootstrap's); the GPU's decoder
+    # where there is a GPU (tests/cuda/test_cuda_jpeg.py checks it there)
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    dec = data["decode"]
+    assert dec["jpeg_cpu"]["ok"] and "libjpeg-turbo" in dec["jpeg_cpu"]["library"]
+    assert dec["bayer_cpu"]["ok"] and "OpenCV" in dec["bayer_cpu"]["library"]
+    if not data["cuda"].get("available"):
+        assert not dec["jpeg_gpu"]["ok"] and dec["jpeg_gpu"]["hint"] == "no CUDA GPU (see cuda)"
 
 
 def test_snapshot_path_is_checked_before_any_device(capsys):
