@@ -262,7 +262,7 @@ class Pipeline:
         for ev in mon.read():
             if ev.subsystem == "video4linux":
                 cap = self.source
-                if ev.action == "remove" and cap is not None and ev.devname == cap.path:
+                if ev.action == "remove" and cap is not None and ev.devname == cap.node:   # the node a link led to
                     self._camera_lost(None)
                 elif ev.action == "add" and ev.devname and self.reconnect is not None:
                     self.reconnect.added(self, ev.devname)   # it checks who the camera is
