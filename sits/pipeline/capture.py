@@ -104,11 +104,20 @@ def open_card(path: str | None) -> Card:
 
 
 def choose_format(opts: CaptureOptions, cap: CaptureDevice, card: Card | None) -> str:
-    """The camera format: the one asked for, else the first the camera
-    offers that a plane can show, else one we can convert."""
+    """The camera format: the one asked for; else, among those the camera
+    lists at the size and rate asked for (a USB webcam sends HD at full rate
+    only as MJPEG), the first that a plane can show, else one we can
+    convert or decode."""
     if opts.format:
         return opts.format
     offered = [f.fourcc for f in cap.formats()]
+    if opts.size is not None:
+        meets = [code for code in offered if cap.offers(code, opts.size, opts.fps)]
+        if not meets:
+            rate = f" at {opts.fps} fps" if opts.fps else ""
+            raise UsageError(f"{cap.path}: no format at {opts.size[0]}x{opts.size[1]}{rate}; `sits cameras "
+                             f"--device {cap.path}` lists its sizes and rates")
+        offered = meets
     if card is None:
         return offered[0]
     showable = KmsOutput.supported_formats(card, opts.connector)

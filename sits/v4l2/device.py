@@ -39,3 +39,21 @@ class VideoDevice(FdOwner):
 
     def frame_sizes(self, code: str) -> raw.FrameSizes:
         return raw.enum_frame_sizes(self.fileno(), fourcc(code))
+
+    def frame_rates(self, code: str, width: int, height: int) -> list[float] | tuple[float, float]:
+        """Discrete rates (fps), or (lowest, highest) of a range, of `code` at this size."""
+        return raw.enum_frame_rates(self.fileno(), fourcc(code), width, height)
+
+    def offers(self, code: str, size: tuple[int, int] | None, fps: float | None) -> bool:
+        """The camera lists format `code` at `size` and at `fps` or faster
+        (what it does not enumerate, it is taken to offer, as S_FMT decides)."""
+        if size is not None:
+            sizes = self.frame_sizes(code)
+            if (sizes.discrete or sizes.stepwise) and not sizes.allows(*size):
+                return False
+        if fps is None or size is None:
+            return True
+        rates = self.frame_rates(code, *size)
+        if isinstance(rates, tuple):
+            return rates[1] + 0.5 >= fps
+        return not rates or max(rates) + 0.5 >= fps
