@@ -257,23 +257,36 @@ __device__ __forceinline__ float lerp4(float a, float b, float c, float d, float
     return (a * (1.0f - fx) + b * fx) * (1.0f - fy) + (c * (1.0f - fx) + d * fx) * fy;
 }
 
+// The kernels of one thread per output pixel (bilinear, area_px), grid
+// (ceil(W/32), ceil(H/8), N): this thread's output element `o`, its frame
+// `n` and its place in the picture (lx, ly); false where there is nothing
+// more to do (outside the canvas, or the letterbox's pad, written here).
+template <int OUT>
+__device__ __forceinline__ bool picture_pixel(const Params& p, const unsigned long long* __restrict__ T,
+                                              typename OutType<OUT>::T*& o, int& lx, int& ly, int& n) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    n = blockIdx.z;
+    if (x >= p.out_w || y >= p.out_h) return false;
+    o = reinterpret_cast<typename OutType<OUT>::T*>(T[0]) + (long long)n * p.out_stride_n
+        + (long long)y * p.out_stride_y + (long long)x * p.out_stride_x;
+    lx = x - p.content_x;
+    ly = y - p.content_y;
+    if (lx < 0 || ly < 0 || lx >= p.content_w || ly >= p.content_h) {
+        write_pad<OUT>(p, o);
+        return false;
+    }
+    return true;
+}
+
 // Bilinear: one thread per output pixel; block (32, 8), grid (ceil(W/32), ceil(H/8), N).
 template <int FMT, int OUT>
 __global__ void __launch_bounds__(SITS_BILINEAR_THREADS)
 bilinear(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
-    typedef typename OutType<OUT>::T OT;
     typedef Traits<FMT> Tr;
-    const int x = blockIdx.x * blockDim.x + threadIdx.x;
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    const int n = blockIdx.z;
-    if (x >= p.out_w || y >= p.out_h) return;
-    OT* o = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n + (long long)y * p.out_stride_y
-            + (long long)x * p.out_stride_x;
-    const int lx = x - p.content_x, ly = y - p.content_y;
-    if (lx < 0 || ly < 0 || lx >= p.content_w || ly >= p.content_h) {
-        write_pad<OUT>(p, o);
-        return;
-    }
+    typename OutType<OUT>::T* o;
+    int lx, ly, n;
+    if (!picture_pixel<OUT>(p, T, o, lx, ly, n)) return;
     const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
     const unsigned char* p1 = reinterpret_cast<const unsigned char*>(T[2 + 2 * n]);
     const double sx = (double)p.crop_w / p.content_w, sy = (double)p.crop_h / p.content_h;
@@ -340,18 +353,9 @@ __device__ __forceinline__ void pixel_rgb(const Params& p, const unsigned char* 
 template <int FMT, int OUT>
 __global__ void __launch_bounds__(SITS_BILINEAR_THREADS)
 area_px(const Params p, const unsigned char* __restrict__ tables, const unsigned long long* __restrict__ T) {
-    typedef typename OutType<OUT>::T OT;
-    const int x = blockIdx.x * blockDim.x + threadIdx.x;
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    const int n = blockIdx.z;
-    if (x >= p.out_w || y >= p.out_h) return;
-    OT* o = reinterpret_cast<OT*>(T[0]) + (long long)n * p.out_stride_n + (long long)y * p.out_stride_y
-            + (long long)x * p.out_stride_x;
-    const int lx = x - p.content_x, ly = y - p.content_y;
-    if (lx < 0 || ly < 0 || lx >= p.content_w || ly >= p.content_h) {
-        write_pad<OUT>(p, o);
-        return;
-    }
+    typename OutType<OUT>::T* o;
+    int lx, ly, n;
+    if (!picture_pixel<OUT>(p, T, o, lx, ly, n)) return;
     const unsigned char* p0 = reinterpret_cast<const unsigned char*>(T[1 + 2 * n]);
     const double sx = (double)p.crop_w / p.content_w, sy = (double)p.crop_h / p.content_h;
     const double bx0 = p.crop_x + lx * sx, bx1 = p.crop_x + (lx + 1) * sx;
