@@ -15,7 +15,7 @@ from sits.pipeline.bayer_stage import bayer_stage, passes
 from sits.pipeline.frame_queue import NONE
 from tests.unit.queue_steps import closing
 from tests.unit.stage_chain import StageChain
-from tests.unit.test_cuda_bayer import pack
+from tests.unit.test_bayer_kernel_emulated import pack
 
 pytest.importorskip("cv2", reason="OpenCV (sits[raw]) is not installed")
 

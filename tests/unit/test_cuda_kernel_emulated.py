@@ -11,7 +11,7 @@ from tests.unit import cuda_emulator as E
 
 pytestmark = pytest.mark.skipif(E.compiler() is None, reason="no C++ compiler for the kernel emulator")
 
-# raw Bayer has tests of its own (test_cuda_bayer.py)
+# raw Bayer has tests of its own (test_bayer_kernel_emulated.py)
 YUV_RGB = [name for name in FORMATS if not format_info(name).cfa]
 BPP = {"YUYV": 2, "UYVY": 2, "NV12": 1, "NV16": 1, "P010": 2, "XRGB8888": 4, "XBGR8888": 4, "RGB888": 3, "BGR888": 3}
 
