@@ -1,9 +1,9 @@
-"""JPEG frames decoded on the GPU: a stage's work (sits/pipeline/stage.py)
-that decodes each MJPEG frame from the camera's buffer into device memory,
-as interleaved R, G, B bytes, with nvImageCodec (NVIDIA's maintained
-codec library: the GPU's hardware JPEG engine where it has one, as H100,
-H200 and Jetson do, else its CUDA/CPU hybrid), for the CUDA stage's
-fused conversion to read in place.
+"""JPEG frames decoded on the GPU: the work of a stage (the CUDA stage sets
+it up, sits/pipeline/cuda.py) that decodes each MJPEG frame from the
+camera's buffer into device memory, as interleaved R, G, B bytes, with
+nvImageCodec (NVIDIA's maintained codec library: the GPU's hardware JPEG
+engine where it has one, as H100, H200 and Jetson do, else its CUDA/CPU
+hybrid), for the CUDA stage's fused conversion to read in place.
 
 The decoder's images are the stage's buffers, allocated once by the
 library (a first decode at the camera's size) and written again in place
@@ -171,16 +171,3 @@ def blank_jpeg(width: int, height: int) -> bytes:
     import numpy as np
     import simplejpeg
     return simplejpeg.encode_jpeg(np.full((height, width, 3), 128, np.uint8), quality=50)
-
-
-def decode_stage(queue, takes, width: int, height: int, inputs: dict[int, object], count: int = 3):
-    """A stage of `queue` that decodes the JPEG frames of source(s) `takes`
-    (`inputs`: the queue's buffer number -> its bytes) into `count` device
-    images of width x height R, G, B; (the stage, its work)."""
-    from sits.pipeline import python_work
-    from sits.pipeline.stage import Stage
-    work = GpuJpegDecode(width, height, count)
-    stage = Stage(queue, "decode", python_work.WORK, python_work.handle(work), takes=takes, inputs=inputs,
-                  outputs=[work.address(img) for img in work.images], out_bytes=work.pitch * height)
-    stage.work_object = work
-    return stage, work

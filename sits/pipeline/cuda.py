@@ -70,6 +70,9 @@ CONVERTER_TABLES = 3  # batches > 1 in flight at once (FrameConverter's pointer 
 # A batch is flushed this long before its deadline: epoll waits in whole
 # milliseconds (rounded up), and the loop has other fds to serve.
 BATCH_MARGIN_S = 1.5e-3
+# device images the GPU's JPEG decode writes in turn: one being written, one
+# being converted, one spare
+DECODED_IMAGES = 3
 
 
 def cuda_format_name(fourcc: str) -> str | None:
@@ -270,7 +273,9 @@ class CudaConsumer(Consumer):
     def _decode_on_gpu(self, ctx):
         """The JPEG decode stage (sits.cuda.jpeg) for the sources' frames: (the
         format of what it makes, its device images keyed as buffers)."""
-        from sits.cuda.jpeg import MADE, decode_stage
+        from sits.cuda.jpeg import MADE, GpuJpegDecode
+        from sits.pipeline import python_work
+        from sits.pipeline.stage import Stage
         q, fmt = ctx.frame_queue, ctx.format
         if q is None or self.max_batch > 1 or self.on_batch is not None:
             raise UsageError(f"{ctx.source.path}: {fmt.fourcc} frames are decoded and converted on the GPU one "
@@ -279,7 +284,11 @@ class CudaConsumer(Consumer):
         from sits.cuda.runtime import cupy
         self._cp = cupy()
         inputs = {q.number(source, b.index): b.view() for source, src in ctx.sources.items() for b in src.buffers}
-        self.decode, work = decode_stage(q, tuple(ctx.sources), fmt.width, fmt.height, inputs)
+        work = GpuJpegDecode(fmt.width, fmt.height, DECODED_IMAGES)
+        self.decode = Stage(q, "decode", python_work.WORK, python_work.handle(work), takes=tuple(ctx.sources),
+                            inputs=inputs, outputs=[work.address(img) for img in work.images],
+                            out_bytes=work.pitch * fmt.height)
+        self.decode.work_object = work
         from sits.v4l2.raw import Format
         made = Format(MADE, fmt.width, fmt.height, work.pitch, work.pitch * fmt.height, fmt.field, 0)
         cp = self._cp
