@@ -134,6 +134,12 @@ class FrameQueue:
         self._halves_of_sources[source] = half
         return source
 
+    def stages(self) -> list:
+        """The Python halves of its stages (the sources whose frames are
+        others' frames made into buffers of their own), whoever set them up."""
+        return [half for source, half in self._halves_of_sources.items()
+                if half is not None and not self.c_queue.sources[source].counted]
+
     def set_source_fd(self, source: int, fd: int) -> None:
         """`source`'s fd: readable when it has filled a buffer (-1: nothing is queued into it)."""
         self.c_queue.sources[source].fd = fd

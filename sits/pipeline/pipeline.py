@@ -37,8 +37,8 @@ from sits.pipeline.stats import Summary
 from sits.v4l2.capture import CaptureDevice, CaptureStats, is_disconnect
 
 QUIET_INTERVAL_S = 2.0   # loop wake-up without a status line; well under the stall timeout
-# frames the display's stage failed to make before it made any: a camera that
-# sends nothing it can use (all corrupt, another size) ends the run
+# frames a stage failed to make before it made any: a camera that sends
+# nothing it can use (all corrupt, another size) ends the run
 HOPELESS_FRAMES = 10
 STOP_WAIT_S = 2.0        # the last flip, fences and consumers' work at the end: bounded
 # a writeback in flight at the end is waited for much longer: under the test
@@ -390,15 +390,14 @@ class Pipeline:
             s.snapshot = wb.finish()
 
     def _check_stage(self) -> None:
-        """A display's stage that has made nothing of HOPELESS_FRAMES frames ends the run."""
-        stage = self.display.stage if self.display is not None else None
-        if stage is None:
-            return
-        c = stage.counts()
-        if c["frames"] == 0 and c["errors"] >= HOPELESS_FRAMES:
-            raise DeviceError(f"{self.source.path if self.source else 'the camera'}: none of its first "
-                              f"{c['errors']} frames could be made into the display's ({stage.name} errors: "
-                              f"{stage.why()})")
+        """A stage (the display's, a consumer's) that has made nothing of
+        HOPELESS_FRAMES frames ends the run."""
+        for stage in self.queue.stages():
+            c = stage.counts()
+            if c["frames"] == 0 and c["errors"] >= HOPELESS_FRAMES:
+                raise DeviceError(f"{self.source.path if self.source else 'the camera'}: none of its first "
+                                  f"{c['errors']} frames could be made by the {stage.name} stage ({stage.name} "
+                                  f"errors: {stage.why()})")
 
     def _timeout(self, now: float, deadline: float | None) -> float:
         """Seconds the loop may wait: the status line, the run's deadline,

@@ -136,3 +136,20 @@ def test_sits_capture_to_cuda_from_an_mjpeg_source_and_its_timeline(cp, capsys, 
 def test_doctor_names_the_engine(cp):
     from sits import doctor
     assert doctor.decode(gpu=True)["jpeg_gpu"] == {"ok": True, "on": "hardware"}
+
+
+def test_a_camera_of_only_frames_cut_short_ends_with_one_line(cp, capsys, monkeypatch):
+    from sits.cli.app import main
+    from sits.pipeline import synthetic
+    cut = frames_of("422", 1)[0]
+    cut = cut[:len(cut) // 2]
+
+    def fill(index, pixels):
+        pixels[:len(cut)] = np.frombuffer(cut, np.uint8)
+        return len(cut)
+    monkeypatch.setattr(synthetic, "jpeg_fill", lambda size: fill)   # every frame of the camera: cut short
+    code = main(["capture", "--device", "synthetic", "--format", "MJPG", "--size", "640x368", "--fps", "120",
+                 "--frames", "300", "--to-cuda", "96x64"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert "could be made by the decode stage" in err and "cut short" in err
