@@ -214,13 +214,16 @@ class CudaConsumer(Consumer):
                                  "share a format and size")
         if compressed(fmt.fourcc):   # decoded on the GPU by a stage of the frame queue, then converted
             fmt, keyed = self._decode_on_gpu(ctx)
-            self.import_path = "device"
         else:
             keyed = [((source, b.index), b) for source, src in ctx.sources.items() for b in src.buffers]
         buffers = [b for _, b in keyed]
-        self.plan = self.plan_for(fmt, ctx.source.path)
-        if self.decode is None:
-            self.import_path = self._choose_path(ctx, buffers)
+        try:
+            self.plan = self.plan_for(fmt, ctx.source.path)
+        except BaseException:
+            self._release_gpu()   # the decode stage, where one was set up
+            raise
+        # a decoder's images are read where they are; capture buffers as the driver lets the GPU reach them
+        self.import_path = "device" if self.decode is not None else self._choose_path(ctx, buffers)
         self.zero_copy = self.import_path != "staged"
         cp = self._cp = cupy()
         if self.schedule is not None:
@@ -285,9 +288,13 @@ class CudaConsumer(Consumer):
         self._cp = cupy()
         inputs = {q.number(source, b.index): b.view() for source, src in ctx.sources.items() for b in src.buffers}
         work = GpuJpegDecode(fmt.width, fmt.height, DECODED_IMAGES)
-        self.decode = Stage(q, "decode", python_work.WORK, python_work.handle(work), takes=tuple(ctx.sources),
-                            inputs=inputs, outputs=[work.address(img) for img in work.images],
-                            out_bytes=work.pitch * fmt.height)
+        try:
+            self.decode = Stage(q, "decode", python_work.WORK, python_work.handle(work), takes=tuple(ctx.sources),
+                                inputs=inputs, outputs=[work.address(img) for img in work.images],
+                                out_bytes=work.pitch * fmt.height)
+        except BaseException:
+            work.close()
+            raise
         self.decode.work_object = work
         from sits.v4l2.raw import Format
         made = Format(MADE, fmt.width, fmt.height, work.pitch, work.pitch * fmt.height, fmt.field, 0)
