@@ -35,7 +35,6 @@ from sits.errors import UsageError
 from sits.formats import FORMATS as PIXEL_FORMATS
 
 
-
 def kernel_code(f) -> int:
     """The kernel's code for sits.formats.PixelFormat `f`: its own name's; a
     raw Bayer format's by how a sample is stored (the pattern is a parameter)."""
