@@ -9,6 +9,8 @@ work on.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 # Bytes of R, G and B in a pixel of the packed RGB formats (V4L2 fourccs,
@@ -36,8 +38,9 @@ class FrameView:
     def __init__(self, sequence: int, timestamp_ns: int, fourcc: str, width: int, height: int,
                  bytesperline: int, buffer):
         for name, v in (("width", width), ("height", height), ("bytesperline", bytesperline)):
-            if not isinstance(v, int) or v <= 0:
+            if not isinstance(v, numbers.Integral) or v <= 0:
                 raise ValueError(f"FrameView {name} must be a positive int, not {v!r}")
+        width, height, bytesperline = int(width), int(height), int(bytesperline)
         self.sequence = sequence
         self.timestamp_ns = timestamp_ns
         self.fourcc = fourcc

@@ -19,6 +19,7 @@ plane never scans them out).
 from __future__ import annotations
 
 import contextlib
+import numbers
 from typing import Iterator
 
 import numpy as np
@@ -44,8 +45,9 @@ def _surface(buf, width: int, height: int, stride: int) -> Iterator:
     closed, a bytearray resized)."""
     cairo = _cairo()
     for name, v in (("width", width), ("height", height), ("stride", stride)):
-        if not isinstance(v, int) or v <= 0:
+        if not isinstance(v, numbers.Integral) or v <= 0:
             raise ValueError(f"overlay {name} must be a positive int, not {v!r}")
+    width, height, stride = int(width), int(height), int(stride)
     need = cairo.ImageSurface.format_stride_for_width(cairo.FORMAT_ARGB32, width)
     if need < 0 or stride < need:
         raise ValueError(f"overlay stride {stride} is less than cairo needs for {width} ARGB32 pixels ({need})")

@@ -103,6 +103,12 @@ def test_a_still_picture_gets_a_bright_box_around_the_white_bar():
         assert boxes(d(xr24(seq, buf))) == [("bright", 0.0, 0.0, W / 8, float(H))]
 
 
+def test_text_on_the_white_bar_does_not_shrink_the_bright_box_to_the_text():
+    buf = bars_xr24()
+    buf[20:30:2, 4 * 8:4 * 40] = 255  # vivid's text: a few brighter strokes on the white bar
+    assert boxes(Demo()(xr24(0, buf))) == [("bright", 0.0, 0.0, W / 8, float(H))]
+
+
 def test_what_changes_between_two_frames_gets_a_motion_box():
     d = Demo()
     first = bars_xr24()

@@ -179,6 +179,14 @@ def test_bad_buffers_are_refused(buf, stride, match):
         render(Drawing(), buf, W, H, stride)
 
 
+def test_numpy_integers_are_sizes_too():
+    buf = np.full(W * H * 4, 7, np.uint8)
+    render(Drawing(), buf, np.int64(W), np.uint32(H), np.int32(W * 4))
+    assert not buf.any()
+    with pytest.raises(ValueError, match="width"):
+        render(Drawing(), buf, 0, H, W * 4)
+
+
 def test_render_takes_only_a_drawing():
     with pytest.raises(TypeError):
         render([Box(0, 0, 1, 1)], bytearray(W * H * 4), W, H, W * 4)
