@@ -6,6 +6,12 @@ buffer's format (primary first); the mode matching the buffer size when one
 exists, else the preferred mode with the image centred (cropped through
 SRC_* when it is larger). Everything the first commit changes is saved and
 restored by close().
+
+An overlay layer (use_overlay()): a second plane of the CRTC above the
+video's, in a format with alpha (ARGB8888, premultiplied as KMS blends
+it), placed as the video is; the modeset commit puts it on the CRTC with
+a buffer of the caller's (a blank one), and each flip may change its
+FB_ID in the same commit as the video's.
 """
 import errno
 from dataclasses import dataclass
@@ -51,6 +57,8 @@ class KmsOutput:
         self._modeset_done = False
         self.flipped_ns = 0     # when the last flip's commit began (CLOCK_MONOTONIC)
         self._req: AtomicRequest | None = None
+        self.overlay_plane_id = 0    # the overlay layer's plane (0: none)
+        self.overlay_fb = None       # what it shows from the modeset on (the caller's blank buffer)
 
     # -------------------------------------------------------------- choose
     @property
@@ -100,6 +108,27 @@ class KmsOutput:
             if drm_fourcc in p.formats:
                 return p.id
         raise UsageError(f"no plane on {self.connector.name} accepts {drm_fourcc}")
+
+    def use_overlay(self, drm_fourcc: str, blank_fb) -> int:
+        """A plane above the video's for an overlay layer in `drm_fourcc`
+        (a format with alpha), showing `blank_fb` from the first commit on:
+        its id. An overlay-type plane first; DeviceError naming the CRTC's
+        planes when none is free."""
+        free, seen = [], []
+        for p in self.card.planes():
+            if not p.possible_crtcs & (1 << self.crtc_index):
+                continue
+            kind = self.card.plane_type(p.id)
+            seen.append(f"{p.id} ({kind}: {' '.join(p.formats[:6])}{' ...' if len(p.formats) > 6 else ''})")
+            if p.id != self.plane_id and kind != "cursor" and drm_fourcc in p.formats:
+                free.append((kind != "overlay", p.id))
+        if not free:
+            raise DeviceError(f"{self.card.path}: no free plane with {drm_fourcc} above the video's "
+                              f"(plane {self.plane_id}) for an overlay; planes of {self.connector.name}'s CRTC: "
+                              f"{', '.join(seen)}")
+        self.overlay_plane_id = min(free)[1]
+        self.overlay_fb = blank_fb
+        return self.overlay_plane_id
 
     def _pick_mode(self, size):
         modes = self.connector.modes
@@ -157,8 +186,9 @@ class KmsOutput:
         self._saved_mode = raw.get_blob(self.card.fileno(), mode_blob) if mode_blob else None
         saved.append((self.crtc_id, "ACTIVE", self.card.prop_value(self.crtc_id, "ACTIVE")))
         saved.append((self.connector.id, "CRTC_ID", self.card.prop_value(self.connector.id, "CRTC_ID")))
-        for name in PLANE_PROPS:
-            saved.append((self.plane_id, name, self.card.prop_value(self.plane_id, name)))
+        for plane in (self.plane_id, self.overlay_plane_id):
+            for name in PLANE_PROPS if plane else ():
+                saved.append((plane, name, self.card.prop_value(plane, name)))
         if self.writeback:
             saved.append((self.writeback.id, "CRTC_ID", self.card.prop_value(self.writeback.id, "CRTC_ID")))
         self._saved = saved
@@ -170,9 +200,10 @@ class KmsOutput:
             raise KernelCallError(ffi.errno if ret == -1 else -ret, "DRM_IOCTL_MODE_CREATEPROPBLOB")
         return blob[0]
 
-    def request(self, fb, *, in_fence=None, writeback_fb=None) -> tuple[AtomicRequest, int]:
-        """The atomic request showing `fb`, and the flags it needs. One
-        request object is reused: valid until the next request()."""
+    def request(self, fb, *, in_fence=None, writeback_fb=None, overlay_fb=None) -> tuple[AtomicRequest, int]:
+        """The atomic request showing `fb` (and `overlay_fb` on the overlay
+        plane: None, what it shows), and the flags it needs. One request
+        object is reused: valid until the next request()."""
         req = self._req
         if req is None:
             req = self._req = AtomicRequest(self.card)
@@ -190,15 +221,21 @@ class KmsOutput:
                 req.add(self.writeback.id, "CRTC_ID", self.crtc_id)
             flags |= ALLOW_MODESET
         req.add(self.plane_id, "FB_ID", fb.id)
+        if self.overlay_plane_id and (overlay_fb is not None or not self._modeset_done):
+            req.add(self.overlay_plane_id, "FB_ID", (overlay_fb or self.overlay_fb).id)
         if not self._modeset_done:
             # Atomic state persists: after the first commit a flip only
             # changes FB_ID (and fences), so the geometry is sent once.
             sx, sy, sw, sh = self.placement.src
             dx, dy, dw, dh = self.placement.dst
-            req.add(self.plane_id, "CRTC_ID", self.crtc_id)
-            for name, v in (("SRC_X", sx << 16), ("SRC_Y", sy << 16), ("SRC_W", sw << 16),
-                            ("SRC_H", sh << 16), ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw), ("CRTC_H", dh)):
-                req.add(self.plane_id, name, v)
+            for plane in (self.plane_id, self.overlay_plane_id):
+                if not plane:
+                    continue
+                req.add(plane, "CRTC_ID", self.crtc_id)
+                for name, v in (("SRC_X", sx << 16), ("SRC_Y", sy << 16), ("SRC_W", sw << 16),
+                                ("SRC_H", sh << 16), ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw),
+                                ("CRTC_H", dh)):
+                    req.add(plane, name, v)
         if in_fence is not None:
             req.add(self.plane_id, "IN_FENCE_FD", in_fence.fileno())
         req.add_out_fence(self.crtc_id, "OUT_FENCE_PTR")
@@ -230,10 +267,10 @@ class KmsOutput:
                               f"{self.size[0]}x{self.size[1]} on {self.connector.name} "
                               f"({self.mode}): {exc}") from exc
 
-    def flip(self, fb, *, in_fence=None, writeback_fb=None, user_data: int = 0) -> dict:
+    def flip(self, fb, *, in_fence=None, writeback_fb=None, overlay_fb=None, user_data: int = 0) -> dict:
         """Non-blocking commit with a page-flip event; returns its fences
         ({'OUT_FENCE_PTR': SyncFile, 'WRITEBACK_OUT_FENCE_PTR': ...})."""
-        req, flags = self.request(fb, in_fence=in_fence, writeback_fb=writeback_fb)
+        req, flags = self.request(fb, in_fence=in_fence, writeback_fb=writeback_fb, overlay_fb=overlay_fb)
         fences = self._commit(req, flags | NONBLOCK | PAGE_FLIP_EVENT, user_data)
         self.flipped_ns = req.started_ns
         self._modeset_done = True
