@@ -34,6 +34,23 @@ def to_rgb(buf, fourcc: str, width: int, height: int, stride: int) -> np.ndarray
     raise ValueError(f"cannot compare format {fourcc}")
 
 
+def to_argb(buf, width: int, height: int, stride: int) -> np.ndarray:
+    """(h, w, 4) uint8 A, R, G, B of an ARGB8888 image in memory (bytes B, G, R, A)."""
+    return rows(buf, height, stride, width * 4).reshape(height, width, 4)[..., ::-1]
+
+
+def over(above: np.ndarray, below: np.ndarray) -> np.ndarray:
+    """R, G, B of premultiplied ARGB `above` blended over R, G, B `below`
+    as vkms does it: 16-bit channels (x * 257), src + dst * (1 - alpha)
+    rounded in 16 bits (its pre_mul_blend_channel, in a u32), then
+    round(v16 / 257)."""
+    a = above[..., :1].astype(np.int64) * 257
+    src = above[..., 1:].astype(np.int64) * 257
+    dst = below.astype(np.int64) * 257
+    v16 = _round_div((src * 0xFFFF + dst * (0xFFFF - a)) & 0xFFFFFFFF, 0xFFFF)
+    return _round_div(v16, 257).astype(np.uint8)
+
+
 def mismatches(shown: np.ndarray, expected: np.ndarray) -> int:
     """Number of pixels whose R, G or B differ."""
     return int(np.count_nonzero(np.any(shown != expected, axis=-1)))

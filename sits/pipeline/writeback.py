@@ -44,9 +44,10 @@ class WritebackCheck:
         due, from_captured = self.due(displayed, captured)
         return displayed == due or bool(from_captured) and captured >= from_captured
 
-    def check(self, sequence: int, frame, dumb) -> None:
+    def check(self, sequence: int, frame, dumb, drawn=None) -> None:
         """The writeback of a commit of frame `sequence` (zero-copy: `frame`;
-        a CPU conversion: into `dumb`) has landed: compare, keep the image."""
+        a CPU conversion: into `dumb`; `drawn`: the overlay plane's buffer
+        above it) has landed: compare, keep the image."""
         import numpy as np
 
         from sits.pipeline import verify
@@ -67,10 +68,14 @@ class WritebackCheck:
             f = frame.format
             with frame.dmabuf.cpu_access() as m:
                 expected = verify.to_rgb(m, drm_for_v4l2(f.fourcc), f.width, f.height, f.bytesperline)
-                bad = verify.mismatches(shown, expected[sy:sy + h, sx:sx + w])
+                expected = expected[sy:sy + h, sx:sx + w].copy()
         else:
             expected = verify.to_rgb(dumb.map(), "XR24", dumb.width, dumb.height, dumb.pitch)
-            bad = verify.mismatches(shown, expected[sy:sy + h, sx:sx + w])
+            expected = expected[sy:sy + h, sx:sx + w]
+        if drawn is not None:   # the overlay plane, placed as the video is
+            above = verify.to_argb(drawn.map(), drawn.width, drawn.height, drawn.pitch)
+            expected = verify.over(above[sy:sy + h, sx:sx + w], expected)
+        bad = verify.mismatches(shown, expected)
         self.counts["checked"] += 1
         if bad:
             self.counts["mismatched"] += 1
