@@ -22,6 +22,7 @@ from sits.drm.output import KmsOutput
 from sits.errors import DeviceError, UsageError
 from sits.formats import BY_V4L2, bayer, drm_for_v4l2
 from sits.options import FLAG, FLOAT, INT, STR, STRS, Option, fourcc, size
+from sits.pipeline import overlay as overlay_layer
 from sits.v4l2.capture import MEMORY_KINDS, CaptureDevice
 
 
@@ -57,6 +58,7 @@ OPTIONS = (
            "names as `v4l2-ctl -l` prints them; a menu takes an item's number or name; set again "
            "after a --reconnect). `sits cameras` lists them."),
     *RAW_OPTIONS,
+    *overlay_layer.OPTIONS,
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 
@@ -143,6 +145,7 @@ def check(opts: CaptureOptions) -> None:
         _check_output_path("--timeline", opts.timeline)
     if (opts.verify or opts.snapshot) and not opts.display:
         raise UsageError("--verify and --snapshot check the display: add --to-kms")
+    overlay_layer.check(opts)
     if opts.format:   # raw options for the format asked for (else: for the one chosen, in build)
         _raw(opts, opts.format)
     if opts.device != SYNTHETIC:
@@ -246,7 +249,13 @@ def _display(opts: CaptureOptions, card, fmt, summary, owned: list, raw=None):
     if checked:
         wb = WritebackCheck(card, out, verify=opts.verify, verify_every=opts.verify_every,
                             snapshot=opts.snapshot, frames=opts.frames)
-    display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb, stage_options={"raw": raw} if raw else None)
+    try:
+        display = KmsDisplay(card, out, fmt, zero_copy, writeback=wb, stage_options={"raw": raw} if raw else None,
+                             overlay=overlay_layer.from_options(opts))
+    except BaseException:
+        if wb is not None:
+            wb.close()
+        raise
     owned.append(display)
     summary.zero_copy, summary.cpu_copies_per_frame = zero_copy, 0 if zero_copy else cpu_passes(code)
     summary.display_format, summary.mode = display_code, str(out.mode)

@@ -27,10 +27,15 @@ OWN = lib.SITS_KMS_OWN
 class KmsDisplay:
     name = "display"
 
-    def __init__(self, card, out, fmt, zero_copy: bool, writeback=None, stage_options: dict | None = None):
+    def __init__(self, card, out, fmt, zero_copy: bool, writeback=None, stage_options: dict | None = None,
+                 overlay=None):
         """`stage_options`: keywords of the stage that makes the camera's
-        frames into the display's (not zero-copy; display_stages.MAKERS)."""
+        frames into the display's (not zero-copy; display_stages.MAKERS);
+        `overlay`: an overlay layer (overlay.Overlay) above the video."""
         self.card, self.out, self.zero_copy, self.writeback = card, out, zero_copy, writeback
+        self.overlay = overlay
+        if overlay is not None:
+            overlay.prepare(card, out, fmt.width, fmt.height)
         self.stage_options = stage_options or {}
         self.format = fmt
         # V4L2 buffers are linear: say so where the driver takes modifiers
@@ -82,15 +87,18 @@ class KmsDisplay:
             K.fb_prop = card.prop_id(out.plane_id, "FB_ID")
             K.hand_back_displayed = -1
             for commit in (K.pending, K.on_screen, K.retire):
-                commit.index, commit.fence = NONE, -1
+                commit.index, commit.fence, commit.overlay = NONE, -1, NONE
             self._latency_slots = ffi.new("uint32_t[]", SLOTS)
             self._submit_slots = ffi.new("uint32_t[]", SLOTS)
             K.latency.slots, K.submit.slots = self._latency_slots, self._submit_slots
             takes = queue.camera if self.stage is None else self.stage.source
-            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, takes=takes)
+            policy, depth = self.overlay.display_port() if self.overlay is not None else ("latest", 1)
+            self.sink = K.sink = queue.add_sink(lib.sits_kms_sink(), K, policy, depth, half=self, takes=takes)
             queue.sink_fd(self.sink, K.dfd)
         elif self.stage is not None:   # a camera come back
-            self.stage.set_inputs(*self._inputs(cap))
+            self.stage.set_inputs(*self.inputs(cap))
+        if self.overlay is not None:
+            self.overlay.attach(queue, cap, self, pipeline)
         if self.zero_copy:
             for b in cap.buffers:
                 self.K.fb_id[b.index] = self.framebuffer(b).id
@@ -100,7 +108,7 @@ class KmsDisplay:
         self.sync()
 
     @staticmethod
-    def _inputs(cap):
+    def inputs(cap):
         """The camera's buffers' bytes and dma-bufs, for the conversion stage."""
         return ({b.index: b.view() for b in cap.buffers},
                 {b.index: b.dmabuf.fileno() for b in cap.buffers if b.dmabuf is not None})
@@ -109,7 +117,7 @@ class KmsDisplay:
         """The stage that makes the camera's frames into the dumb buffers."""
         from sits.pipeline.display_stages import MAKERS
         f = cap.format
-        inputs, dmabufs = self._inputs(cap)
+        inputs, dmabufs = self.inputs(cap)
         return MAKERS[f.fourcc](queue, f.fourcc, f.width, f.height, f.bytesperline, inputs,
                                 [d.map() for d in self.dumbs], self.dumbs[0].pitch, dmabufs=dmabufs,
                                 **self.stage_options)
@@ -217,19 +225,25 @@ class KmsDisplay:
                 commit.fence = -1
 
     # ---------------------------------------------------------- commits
-    def _committed(self, showing: int, fence) -> None:
+    def _committed(self, showing: int, fence, overlay: int = NONE) -> None:
         """Python made the commit (user_data tag + 1) showing the waiting
-        frame (its buffer index) or a buffer of its own (OWN); the C half
-        owns the out-fence from now on."""
+        frame (its buffer index) or a buffer of its own (OWN), with the
+        drawing `overlay` (NONE: the plane kept its own); the C half owns
+        the out-fence from now on."""
         fd = fence.detach() if fence is not None else -1
-        self.queue.step(lib.sits_kms_committed, self.K, showing, fd, self.out.flipped_ns)
+        self.queue.step(lib.sits_kms_committed, self.K, showing, overlay, fd, self.out.flipped_ns)
 
     def commit_next(self) -> None:
         """Commit the waiting frame from Python (SITS_KMS_ASK_COMMIT)."""
         q, K = self.queue, self.K
-        index = q.ask(lib.sits_kms_waiting, K)
-        if index == NONE or K.pending.index != NONE:
+        if K.pending.index != NONE:
             return
+        chosen = ffi.new("int32_t *")
+        index = q.ask(lib.sits_kms_choose, K, chosen)   # the frame, and the drawing to show with it
+        if index == NONE:
+            return
+        drawing = chosen[0]
+        overlay_fb = self.overlay.framebuffer(drawing) if drawing != NONE else None
         wb = self.writeback
         wb_fb = wb.buffer.fb if wb is not None and wb.wanted(K.displayed, q.captured) else None
         dumb = lease = None
@@ -241,25 +255,30 @@ class KmsDisplay:
             dumb = self._dumb_of(index)
             fb = dumb.fb
         sequence = q.sequence(index)
+        # what the overlay plane shows with this frame: held until the check
+        # (no commit replaces it while a writeback is pending)
+        drawn = None
+        if self.overlay is not None:
+            drawn = self.overlay.pixels(drawing if drawing != NONE else K.overlay_shown)
         try:
-            fences = self.out.flip(fb, writeback_fb=wb_fb, user_data=K.tag + 1)
+            fences = self.out.flip(fb, writeback_fb=wb_fb, overlay_fb=overlay_fb, user_data=K.tag + 1)
         except BaseException:
             if lease is not None:
                 lease.release()
             raise
         self.commits += 1
-        self._committed(index, fences.get("OUT_FENCE_PTR"))
+        self._committed(index, fences.get("OUT_FENCE_PTR"), drawing)
         if wb_fb is not None:
             wb.pending = True
             self._watch_fence(fences.get("WRITEBACK_OUT_FENCE_PTR"),
-                              lambda: self._written_back(sequence, lease, dumb))
+                              lambda: self._written_back(sequence, lease, dumb, drawn))
         self.sync()
 
-    def _written_back(self, sequence, lease, dumb) -> None:
+    def _written_back(self, sequence, lease, dumb, drawn=None) -> None:
         wb = self.writeback
         wb.pending = False
         try:
-            wb.check(sequence, lease.frame if lease is not None else None, dumb)
+            wb.check(sequence, lease.frame if lease is not None else None, dumb, drawn)
         finally:
             if lease is not None:
                 lease.release()
@@ -303,6 +322,8 @@ class KmsDisplay:
         self.out.restore()
 
     def close(self) -> None:
+        if self.overlay is not None:
+            self.overlay.close()   # its stage reads the camera's buffers
         if self.stage is not None:
             self.stage.close()     # before the buffers it reads and writes go
         for fb in self.framebuffers.values():

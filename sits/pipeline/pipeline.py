@@ -568,6 +568,8 @@ class Pipeline:
             s.drops[made_by.name], s.drops[f"{made_by.name}_error"] = stage["dropped"], stage["errors"]
         if self.display is not None and self.display.writeback is not None:
             s.verify = dict(self.display.writeback.counts)
+        if self.display is not None and self.display.overlay is not None:
+            s.sections["overlay"] = self.display.overlay.report()
         for port in self.ports:
             s.drops[port.consumer.name] = port.drops
             s.consumers[port.consumer.name] = port.counts()

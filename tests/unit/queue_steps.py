@@ -99,16 +99,16 @@ class KmsStandIn:
     """The KMS sink's C half on a pipe for the DRM fd: flip events are
     written by the test, every commit is the test's (python_commits)."""
 
-    def __init__(self, q, lazy_flips: bool = False, takes: int = 0):
+    def __init__(self, q, lazy_flips: bool = False, takes: int = 0, port: tuple[str, int] = ("latest", 1)):
         self.q = q
         self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         K = self.K = ffi.new("struct sits_kms *")
         K.dfd, K.python_commits, K.hand_back_displayed = self.r, 1, -1
         for commit in (K.pending, K.on_screen, K.retire):
-            commit.index, commit.fence = NONE, -1
+            commit.index, commit.fence, commit.overlay = NONE, -1, NONE
         self._slots = [ffi.new("uint32_t[]", SLOTS) for _ in range(2)]
         K.latency.slots, K.submit.slots = self._slots
-        self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, "latest", 1, half=self, takes=takes)
+        self.sink = K.sink = q.add_sink(lib.sits_kms_sink(), K, *port, half=self, takes=takes)
         q.sink_fd(self.sink, self.r)
         q.sink_fd_watched(self.sink, not lazy_flips)   # lazy: the next frame reads the event
         self.vblank = 1000
@@ -126,7 +126,8 @@ class KmsStandIn:
     def commit(self, started_ns: int, showing: int | None = None, fence=None) -> None:
         """The test's commit of the waiting frame (showing: OWN instead)."""
         fd = fence.detach() if fence is not None else -1
-        self.q.step(lib.sits_kms_committed, self.K, self.waiting() if showing is None else showing, fd, started_ns)
+        self.q.step(lib.sits_kms_committed, self.K, self.waiting() if showing is None else showing, NONE, fd,
+                    started_ns)
 
     def flip(self, after_ns: int, vblanks: int = 1) -> int:
         """The pending commit's flip event, `vblanks` after the last, at the

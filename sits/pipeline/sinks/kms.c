@@ -8,6 +8,15 @@
  * sits/pipeline/display.py (KmsDisplay): the first commit (a modeset),
  * commits that carry a writeback, CPU copies and freeze frames are its.
  *
+ * The overlay layer: a second plane above the video's, whose buffers (a
+ * frame's drawing, made by the drawing stage from that frame) come through
+ * a sink of their own (the display's overlay port, same struct). A commit
+ * shows a frame with the drawing its policy picks, both in one atomic
+ * commit: `latest`, the newest drawing; `sync`, the frame's own, which
+ * frames wait for in order up to a budget (then the last drawing, or the
+ * frame is dropped when a newer one's drawing is ready). A drawing leaves
+ * the plane, and goes back to the stage, at the flip that replaced it.
+ *
  * One wake-up a frame: the DRM fd is in the epoll set only while a frame
  * waits for the flip, or while too few buffers are left with the driver to
  * wait for the next frame; otherwise the last flip's event is read when
@@ -28,6 +37,12 @@ enum {
 	SITS_KMS_OWN = -2,      /* a commit of a buffer of Python's own (freeze frame) */
 };
 
+/* which drawing a frame is shown with (sits_kms.overlay_policy) */
+enum {
+	SITS_OVERLAY_LATEST = 0,        /* the newest drawing, whatever frame it was drawn for */
+	SITS_OVERLAY_SYNC = 1,          /* the frame's own drawing, waited for up to overlay_budget_ns */
+};
+
 /* what the C half asks of the Python half (SITS_Q_SINK) */
 enum {
 	SITS_KMS_ASK_COMMIT = 1,        /* commit the waiting frame (writeback, conversion, first commit) */
@@ -40,6 +55,7 @@ struct sits_kms_commit {
 	int32_t index;          /* the frame's buffer, or SITS_Q_NONE / SITS_KMS_OWN */
 	uint32_t sequence, tag, record;
 	int32_t fence;          /* the commit's out-fence (Python's commits), -1 when none or closed */
+	int32_t overlay;        /* the drawing it put on the overlay plane (SITS_Q_NONE: the plane kept its own) */
 	int64_t shown_from_ns;  /* the time latency counts from (timestamp, or dequeue when not believable) */
 };
 
@@ -55,24 +71,41 @@ struct sits_kms {
 	int32_t paused;             /* no display connected: frames are dropped */
 	int64_t hand_back_displayed;    /* the commit made when displayed == this is Python's (-1: none) */
 	int64_t hand_back_captured;     /* ... and any commit once captured >= this (0: none) */
+	/* the overlay layer */
+	int32_t overlay_on;             /* there is one (0: the other overlay_ fields mean nothing) */
+	int32_t overlay_sink;           /* the sink its drawings come to */
+	uint32_t overlay_plane_id, overlay_fb_prop;
+	int32_t overlay_policy;         /* SITS_OVERLAY_ */
+	int64_t overlay_budget_ns;      /* sync: how long a frame waits for its drawing */
 	/* state */
 	struct sits_kms_commit pending, on_screen, retire;
 	uint32_t tag;
 	int32_t asks;               /* SITS_KMS_ASK_ of the last SITS_Q_SINK */
 	int64_t last_vblank_ns;     /* the vblank of the latest flip event (0: none in this mode yet) */
 	int64_t displayed, anomalies, c_commits;
+	int32_t overlay_shown;          /* the drawing on the overlay plane (SITS_Q_NONE: its blank one) */
+	int64_t overlay_seq;            /* the sequence of the drawing last committed (-1: none yet) */
+	/* frames committed with their own drawing, an older one, none; frames
+	 * dropped while they waited for theirs (sync); the drawings' age in frames */
+	int64_t with_own, with_older, with_none, dropped_waiting, age_sum, age_max;
 	struct sits_q_hist latency;         /* capture (V4L2 timestamp) -> on screen (flip event) */
 	struct sits_q_hist submit;          /* dequeue -> commit */
 };
 
 const struct sits_sink_ops *sits_kms_sink(void);   /* its C half */
+const struct sits_sink_ops *sits_kms_overlay_sink(void);   /* ... and its overlay port's (state: the same struct) */
 int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D);
-/* showing: the waiting frame's buffer or SITS_KMS_OWN (a buffer of Python's own) */
-void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns);
+/* showing: the waiting frame's buffer or SITS_KMS_OWN (a buffer of Python's
+ * own); overlay: the drawing committed with it (sits_kms_choose), or SITS_Q_NONE */
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t overlay, int32_t fence,
+			int64_t started_ns);
 int sits_kms_retired(struct sits_queue *L, struct sits_kms *D);
 int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D);
 int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D);
+/* the frame to commit now (SITS_Q_NONE: none, or it waits for its drawing)
+ * and, in *overlay, the drawing to show with it (SITS_Q_NONE: the plane's own) */
+int32_t sits_kms_choose(struct sits_queue *L, struct sits_kms *D, int32_t *overlay);
 /* cdef-end */
 
 static struct sits_sink *sink(struct sits_queue *L, struct sits_kms *D)
@@ -87,11 +120,144 @@ static int ask(struct sits_queue *L, struct sits_kms *D, int what)
 	return SITS_Q_SINK;
 }
 
-/* The frame that waits in the port (the newest), or SITS_Q_NONE. */
+static struct sits_sink *overlay_port(struct sits_queue *L, struct sits_kms *D)
+{
+	return D->overlay_on ? &L->sinks[D->overlay_sink] : NULL;
+}
+
+static uint32_t seq_of(struct sits_queue *L, int32_t index)
+{
+	return sits_queue_frame(L, index)->sequence;
+}
+
+/* The frame that waits in the port (the oldest), or SITS_Q_NONE. */
 int32_t sits_kms_waiting(struct sits_queue *L, struct sits_kms *D)
 {
 	struct sits_sink *s = sink(L, D);
 	return s->port_n ? s->port[0] : SITS_Q_NONE;
+}
+
+/* Where the drawing of the frame of `sequence` waits in the overlay port, or -1. */
+static int32_t drawing_of(struct sits_queue *L, struct sits_sink *o, uint32_t sequence)
+{
+	for (int32_t a = 0; a < o->port_n; a++)
+		if (seq_of(L, o->port[a]) == sequence)
+			return a;
+	return -1;
+}
+
+/* The newest drawing in the overlay port made for a frame before `sequence`
+ * (after it, for `latest`, any), or SITS_Q_NONE. */
+static int32_t newest_drawing(struct sits_queue *L, struct sits_sink *o, int64_t before)
+{
+	int32_t best = SITS_Q_NONE;
+	for (int32_t a = 0; a < o->port_n; a++) {
+		uint32_t q = seq_of(L, o->port[a]);
+		if ((before < 0 || q < (uint32_t)before) && (best == SITS_Q_NONE || q > seq_of(L, best)))
+			best = o->port[a];
+	}
+	return best;
+}
+
+/* Port entry `a` leaves the port (neither taken nor dropped yet). */
+static int32_t port_remove(struct sits_sink *s, int32_t a)
+{
+	int32_t index = s->port[a];
+	memmove(s->port + a, s->port + a + 1, (size_t)(s->port_n - a - 1) * sizeof s->port[0]);
+	s->port_n--;
+	return index;
+}
+
+/* What sits_kms_choose() says, and 0 or SITS_Q_ERROR: sync drops a frame
+ * whose budget has passed while a newer one's drawing is ready, and sets
+ * the display's deadline while the oldest frame may still wait. */
+static int choose(struct sits_queue *L, struct sits_kms *D, int32_t *index, int32_t *overlay)
+{
+	struct sits_sink *s = sink(L, D), *o = overlay_port(L, D);
+	*overlay = SITS_Q_NONE;
+	*index = sits_kms_waiting(L, D);
+	if (!o || *index == SITS_Q_NONE)
+		return 0;
+	if (D->overlay_policy == SITS_OVERLAY_LATEST) {
+		*overlay = newest_drawing(L, o, -1);
+		return 0;
+	}
+	for (*index = SITS_Q_NONE; s->port_n;) {
+		int32_t w = s->port[0];
+		int32_t at = drawing_of(L, o, seq_of(L, w));
+		if (at >= 0) {
+			*index = w;
+			*overlay = o->port[at];
+			return 0;
+		}
+		int64_t due = sits_queue_frame(L, w)->dequeued_ns + D->overlay_budget_ns;
+		if (sits_now_ns() < due) {
+			s->deadline_ns = due;
+			return 0;
+		}
+		int newer_ready = 0;
+		for (int32_t k = 1; k < s->port_n && !newer_ready; k++)
+			newer_ready = drawing_of(L, o, seq_of(L, s->port[k])) >= 0;
+		if (!newer_ready) {     /* shown with the last drawing */
+			*index = w;
+			*overlay = newest_drawing(L, o, seq_of(L, w));
+			return 0;
+		}
+		D->dropped_waiting++;
+		int r = sits_drop(L, s, port_remove(s, 0));
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int32_t sits_kms_choose(struct sits_queue *L, struct sits_kms *D, int32_t *overlay)
+{
+	int32_t index;
+	return choose(L, D, &index, overlay) ? SITS_Q_NONE : index;
+}
+
+/* The frame in `index` was committed with `overlay` (SITS_Q_NONE: the
+ * plane kept its drawing): counted, and the drawings it makes useless go
+ * (the chosen one leaves the port, to be held until the flip that
+ * replaces it; every drawing of a frame before this one is let go). */
+static int overlay_committed(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t overlay)
+{
+	struct sits_sink *o = overlay_port(L, D);
+	if (!o)
+		return 0;
+	uint32_t q = seq_of(L, index);
+	if (overlay != SITS_Q_NONE)
+		D->overlay_seq = seq_of(L, overlay);
+	if (D->overlay_seq < 0) {
+		D->with_none++;
+	} else {
+		int64_t age = (int64_t)q - D->overlay_seq;
+		age = age < 0 ? -age : age;     /* latest: a drawing may be of a newer frame */
+		if (age == 0)
+			D->with_own++;
+		else
+			D->with_older++;
+		D->age_sum += age;
+		if (age > D->age_max)
+			D->age_max = age;
+	}
+	for (int32_t a = 0; a < o->port_n;) {
+		int32_t d = o->port[a];
+		if (d != overlay && seq_of(L, d) > q) {
+			a++;
+			continue;
+		}
+		port_remove(o, a);
+		if (d == overlay) {
+			o->taken++;
+			continue;
+		}
+		int r = sits_drop(L, o, d);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 /* A commit of buffer `index` (`showing` it, or an own buffer)
@@ -129,11 +295,13 @@ static void shown(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 		}
 	}
 	commit.fence = fence;
+	commit.overlay = SITS_Q_NONE;
 	commit.tag = D->tag;
 	D->pending = commit;
 }
 
-void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t fence, int64_t started_ns)
+void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showing, int32_t overlay, int32_t fence,
+			int64_t started_ns)
 {
 	if (showing == SITS_KMS_OWN) {
 		shown(L, D, SITS_Q_NONE, showing, fence, started_ns);
@@ -142,6 +310,8 @@ void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showin
 	struct sits_sink *s = sink(L, D);
 	int32_t index = sits_port_take(L, s);
 	shown(L, D, index, showing, fence, started_ns);
+	D->pending.overlay = overlay;
+	overlay_committed(L, D, index, overlay);
 }
 
 /* Show the waiting frame: FB_ID on the plane; the mode, geometry and
@@ -150,16 +320,16 @@ void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showin
  * queues its flip event in one step (drm_send_event_helper), so the event
  * already says what the fence would, and the fence would cost a sync_file,
  * an fd, a poll() and a close() a frame. */
-static int commit(struct sits_queue *L, struct sits_kms *D, int32_t index)
+static int commit(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t overlay)
 {
-	uint32_t objs[1] = {D->plane_id};
-	uint32_t counts[1] = {1};
-	uint32_t props[1] = {D->fb_prop};
-	uint64_t values[1] = {D->fb_id[index]};
+	uint32_t objs[2] = {D->plane_id, D->overlay_plane_id};
+	uint32_t counts[2] = {1, 1};
+	uint32_t props[2] = {D->fb_prop, D->overlay_fb_prop};
+	uint64_t values[2] = {D->fb_id[index], overlay != SITS_Q_NONE ? D->fb_id[overlay] : 0};
 	struct drm_mode_atomic a;
 	memset(&a, 0, sizeof a);
 	a.flags = DRM_MODE_ATOMIC_NONBLOCK | DRM_MODE_PAGE_FLIP_EVENT;
-	a.count_objs = 1;
+	a.count_objs = overlay != SITS_Q_NONE ? 2 : 1;
 	a.objs_ptr = (uint64_t)(uintptr_t)objs;
 	a.count_props_ptr = (uint64_t)(uintptr_t)counts;
 	a.props_ptr = (uint64_t)(uintptr_t)props;
@@ -170,28 +340,35 @@ static int commit(struct sits_queue *L, struct sits_kms *D, int32_t index)
 		return sits_queue_fail(L, SITS_OP_ATOMIC, index);  /* the frame keeps waiting */
 	sits_port_take(L, sink(L, D));
 	shown(L, D, index, index, -1, started);
+	D->pending.overlay = overlay;
 	D->c_commits++;
-	return 0;
+	return overlay_committed(L, D, index, overlay);
 }
 
+/* The frames waiting are dropped, and the drawings waiting for them. */
 int sits_kms_drop_waiting(struct sits_queue *L, struct sits_kms *D)
 {
-	return sits_port_drop(L, sink(L, D));
+	struct sits_sink *o = overlay_port(L, D);
+	int r = o ? sits_port_drop(L, o) : 0;
+	return r ? r : sits_port_drop(L, sink(L, D));
 }
 
 int sits_kms_try_commit(struct sits_queue *L, struct sits_kms *D)
 {
-	int32_t index = sits_kms_waiting(L, D);
-	if (D->pending.index != SITS_Q_NONE || D->retire.index != SITS_Q_NONE || index == SITS_Q_NONE)
+	if (D->pending.index != SITS_Q_NONE || D->retire.index != SITS_Q_NONE || sits_kms_waiting(L, D) == SITS_Q_NONE)
 		return 0;
 	if (D->paused)
 		return sits_kms_drop_waiting(L, D);     /* no display: the frame is dropped */
 	if (D->hold_commits)
 		return 0;
+	int32_t index, overlay;
+	int r = choose(L, D, &index, &overlay);
+	if (r || index == SITS_Q_NONE)
+		return r;
 	if (D->python_commits || D->displayed == D->hand_back_displayed
 	    || (D->hand_back_captured && sits_queue_captured(L) >= D->hand_back_captured))
 		return ask(L, D, SITS_KMS_ASK_COMMIT);
-	return commit(L, D, index);
+	return commit(L, D, index, overlay);
 }
 
 /* The flip put pending on screen; the frame it replaced goes back. A
@@ -260,9 +437,19 @@ int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D)
 		}
 		struct sits_kms_commit previous = D->on_screen;
 		D->on_screen = D->pending;
-		D->pending.index = SITS_Q_NONE;
+		D->pending.index = D->pending.overlay = SITS_Q_NONE;
 		D->pending.fence = -1;
-		int r = retire(L, D, previous);
+		int r = 0;
+		if (D->overlay_on && D->on_screen.overlay != SITS_Q_NONE) {
+			/* the drawing it replaced left the plane at this flip */
+			int32_t old = D->overlay_shown;
+			D->overlay_shown = D->on_screen.overlay;
+			D->on_screen.overlay = SITS_Q_NONE;
+			if (old != SITS_Q_NONE)
+				r = sits_let_go(L, overlay_port(L, D), old);
+		}
+		if (!r)
+			r = retire(L, D, previous);
 		if (r)
 			return r;
 	}
@@ -282,6 +469,12 @@ static int kms_pump(struct sits_queue *L, struct sits_sink *s)
 static int kms_on_fd(struct sits_queue *L, struct sits_sink *s)
 {
 	return sits_kms_flip_events(L, s->state);
+}
+
+/* sync: the oldest frame's budget for its drawing has passed */
+static int kms_on_deadline(struct sits_queue *L, struct sits_sink *s)
+{
+	return sits_kms_try_commit(L, s->state);
 }
 
 /* The DRM fd is worth a wake-up of its own while a frame waits for the
@@ -305,10 +498,38 @@ static const struct sits_sink_ops ops = {
 	.on_fd = kms_on_fd,
 	.on_wake = NULL,
 	.want_fd = kms_want_fd,
+	.on_deadline = kms_on_deadline,
 	.reads = kms_reads,
 };
 
 const struct sits_sink_ops *sits_kms_sink(void)
 {
 	return &ops;
+}
+
+/* A drawing came: the frame waiting for it may be committed now. */
+static int overlay_pump(struct sits_queue *L, struct sits_sink *s)
+{
+	struct sits_kms *D = s->state;
+	if (D->pending.index != SITS_Q_NONE && !sink(L, D)->fd_watched)
+		return sits_kms_flip_events(L, D);
+	return sits_kms_try_commit(L, D);
+}
+
+/* A drawing committed and not yet on the plane, or on the plane */
+static int overlay_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
+{
+	struct sits_kms *D = s->state;
+	(void)L;
+	return index != SITS_Q_NONE && (D->overlay_shown == index || D->pending.overlay == index);
+}
+
+static const struct sits_sink_ops overlay_ops = {
+	.pump = overlay_pump,
+	.reads = overlay_reads,
+};
+
+const struct sits_sink_ops *sits_kms_overlay_sink(void)
+{
+	return &overlay_ops;
 }
