@@ -423,7 +423,13 @@ int sits_queue_capture(struct sits_queue *L, int32_t source)
 			sits_timeline_open(L, &f);
 	}
 	L->frames[f.index] = f;
+	/* every sink it is offered to holds it first: a port that drops it
+	 * must not give it back to the source before the next sink's port
+	 * has had it */
 	L->holds[f.index] = 0;
+	for (int32_t i = 0; i < L->nsinks; i++)
+		if (L->sinks[i].offered && (L->sinks[i].sources >> source & 1))
+			L->holds[f.index] |= 1u << L->sinks[i].id;
 	for (int32_t i = 0; i < L->nsinks; i++) {
 		struct sits_sink *s = &L->sinks[i];
 		if (!s->offered || !(s->sources >> source & 1))

@@ -103,3 +103,18 @@ def test_a_python_sink_that_is_not_ready_is_handed_nothing_until_it_is(queue):
     q.q.set_ready(q.sink, True)
     q.q.pump(q.sink)
     assert q.c_queue.delivered.sequence == 0 and q.waiting() == [1]
+
+
+def test_a_frame_one_port_drops_stays_out_for_the_next_sinks_port(queue, monkeypatch):
+    """Frame 2 meets a full drop-newest port first: it is the second sink's
+    still, so it must not go back to the source in between."""
+    monkeypatch.setenv("SITS_QUEUE_CHECK", "1")
+    q = queue("drop-newest", 1)
+    q.c_queue.check = 1
+    second = q.q.add_sink(ffi.NULL, ffi.NULL, "latest", 1)
+    codes = [q.tick() for _ in range(3)]
+    assert lib.SITS_Q_ERROR not in codes, q.c_queue.err
+    s = q.c_queue.sinks[second]
+    index = s.port[0]
+    assert s.port_n == 1 and q.c_queue.frames[index].sequence == 2 and not q.c_queue.queued[index]
+    assert q.c_queue.sinks[q.sink].dropped == 1
