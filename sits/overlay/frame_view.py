@@ -19,6 +19,9 @@ _RGB = {"XR24": (2, 1, 0, 4), "AR24": (2, 1, 0, 4),    # B, G, R, X
         "XB24": (0, 1, 2, 4), "AB24": (0, 1, 2, 4),    # R, G, B, X
         "BX24": (1, 2, 3, 4),                          # X, R, G, B
         "BGR3": (2, 1, 0, 3), "RGB3": (0, 1, 2, 3)}
+# Brightness weights (BT.601, full range, in 256ths) of R, G and B.
+_WR, _WG, _WB = 77, 150, 29
+CHUNK_ROWS = 64  # rows of 32-bit pixels worked on at a time: the temporaries stay in the cache
 # Where Y is in the packed 4:2:2 formats: every second byte from this one.
 _PACKED_Y = {"YUYV": 0, "YVYU": 0, "UYVY": 1, "VYUY": 1}
 # Formats whose first `height` rows of one byte a pixel are the Y (or grey)
@@ -59,24 +62,65 @@ class FrameView:
         return (f"FrameView(sequence={self.sequence}, {self.fourcc} {self.width}x{self.height}, "
                 f"bytesperline={self.bytesperline})")
 
-    def luma(self) -> np.ndarray:
-        """Brightness, (height, width) uint8: the Y plane itself (a view)
-        for YUV and grey formats; for RGB, (77 R + 150 G + 29 B) >> 8, BT.601's
-        weights in full range (a new array)."""
+    def luma(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Brightness, (height, width) uint8: the Y plane for YUV and grey
+        formats (a view of the buffer); for RGB, (77 R + 150 G + 29 B) >> 8,
+        BT.601's weights in full range (a new array). With `out`, a C-contiguous
+        (height, width) uint8 array, it is written there and returned: a
+        callback that runs every frame reuses its memory, and keeps what it
+        needs of the frame past the callback."""
         w, h, p = self.width, self.height, self.pixels
+        if out is not None and (out.shape != (h, w) or out.dtype != np.uint8 or not out.flags.c_contiguous
+                                or not out.flags.writeable):
+            raise ValueError(f"FrameView.luma: out must be a writable C-contiguous ({h}, {w}) uint8 array")
         if self.fourcc in _PLANAR_Y:
-            return p[:h, :w]
-        if self.fourcc in _PACKED_Y:
+            y = p[:h, :w]
+        elif self.fourcc in _PACKED_Y:
             first = _PACKED_Y[self.fourcc]
-            return p[:h, first:first + 2 * w:2]
-        if self.fourcc in _RGB:
+            y = p[:h, first:first + 2 * w:2]
+        elif self.fourcc in _RGB:
             r, g, b, size = _RGB[self.fourcc]
+            if size == 4 and g in (1, 2) and self.bytesperline % 4 == 0:
+                return self._luma_words(r, b, 8 * (g - 1), np.empty((h, w), np.uint8) if out is None else out)
             px = p[:h, :w * size].reshape(h, w, size)
-            y = px[..., g].astype(np.uint16)
-            y *= 150
-            y += px[..., r] * np.uint16(77)
-            y += px[..., b] * np.uint16(29)
-            y >>= 8
-            return y.astype(np.uint8)
-        raise ValueError(f"FrameView.luma: no brightness for the {self.fourcc!r} format "
-                         f"(it reads {', '.join(sorted([*_PLANAR_Y, *_PACKED_Y, *_RGB]))})")
+            acc = px[..., g] * np.uint16(_WG)
+            acc += px[..., r] * np.uint16(_WR)
+            acc += px[..., b] * np.uint16(_WB)
+            acc >>= 8
+            y = acc.astype(np.uint8) if out is None else acc
+        else:
+            raise ValueError(f"FrameView.luma: no brightness for the {self.fourcc!r} format "
+                             f"(it reads {', '.join(sorted([*_PLANAR_Y, *_PACKED_Y, *_RGB]))})")
+        if out is None:
+            return y
+        np.copyto(out, y, casting="unsafe")
+        return out
+
+    def _luma_words(self, r: int, b: int, shift: int, out: np.ndarray) -> np.ndarray:
+        """luma() of a 32-bit RGB format from whole little-endian words:
+        after `shift`, G is byte 1 and R and B are bytes 0 and 2, so one
+        multiply puts R * wr + B * wb in bits 16..31 (the byte-0 product,
+        below 2**16, carries nothing into them) and G * wg joins it there.
+        Contiguous word reads instead of three strided byte reads."""
+        h, w = self.height, self.width
+        words = self.pixels[:h].view("<u4")[:, :w]
+        w0, w2 = (_WR, _WB) if r - shift // 8 == 0 else (_WB, _WR)  # the weights of bytes 0 and 2
+        rb = np.uint32(w2 | w0 << 16)     # (byte 0 + byte 2 << 16) * rb = byte 0 * w0 + byte 2 * w2 in bits 16..31
+        gw = np.uint32(_WG << 8)          # (G << 8) * (wg << 8) = G * wg << 16
+        n = min(CHUNK_ROWS, h)
+        t, gt = np.empty((n, w), np.uint32), np.empty((n, w), np.uint32)
+        for r0 in range(0, h, n):
+            src = words[r0:r0 + n]
+            k = len(src)
+            tk, gk = t[:k], gt[:k]
+            if shift:
+                np.right_shift(src, np.uint32(shift), out=gk)
+                src = gk
+            np.bitwise_and(src, np.uint32(0x00FF00FF), out=tk)
+            np.bitwise_and(src, np.uint32(0x0000FF00), out=gk)
+            tk *= rb
+            gk *= gw
+            tk += gk
+            tk >>= np.uint32(24)
+            out[r0:r0 + k] = tk
+        return out

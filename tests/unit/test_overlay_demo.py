@@ -70,8 +70,19 @@ def test_luma_of_bgrx_is_the_weighted_sum():
     assert np.array_equal(got, expected)
     rgbx = FrameView(0, 0, "XB24", W, H, W * 4 + 32, buf).luma()  # R, G, B, X: R and B swap
     assert np.array_equal(rgbx, (77 * px[..., 0] + 150 * px[..., 1] + 29 * px[..., 2]) // 256)
+    xrgb = FrameView(0, 0, "BX24", W, H, W * 4 + 32, buf).luma()  # X, R, G, B
+    assert np.array_equal(xrgb, (77 * px[..., 1] + 150 * px[..., 2] + 29 * px[..., 3]) // 256)
     white = np.full((2, 8), 255, np.uint8)
     assert (FrameView(0, 0, "AR24", 2, 2, 8, white).luma() == 255).all()
+    assert (FrameView(0, 0, "AB24", 2, 2, 8, white).luma() == 255).all()
+
+
+@pytest.mark.parametrize("fourcc, r, b", [("BGR3", 2, 0), ("RGB3", 0, 2)])
+def test_luma_of_24_bit_rgb_is_the_weighted_sum(fourcc, r, b):
+    buf = np.random.default_rng(4).integers(0, 256, (H, W * 3 + 4), dtype=np.uint8)
+    px = buf[:, :W * 3].reshape(H, W, 3).astype(np.int64)
+    expected = (77 * px[..., r] + 150 * px[..., 1] + 29 * px[..., b]) // 256
+    assert np.array_equal(FrameView(0, 0, fourcc, W, H, W * 3 + 4, buf).luma(), expected)
 
 
 @pytest.mark.parametrize("fourcc, y_at", [("YUYV", 0), ("UYVY", 1)])
@@ -87,6 +98,20 @@ def test_luma_of_planar_yuv_is_the_y_plane(fourcc):
     buf = np.random.default_rng(2).integers(0, 256, (rows, 12), dtype=np.uint8)
     y = FrameView(0, 0, fourcc, 10, 6, 12, buf).luma()
     assert np.array_equal(y, buf[:6, :10])
+
+
+@pytest.mark.parametrize("fourcc, bpl", [("XR24", W * 4), ("BGR3", W * 3), ("YUYV", W * 2), ("GREY", W)])
+def test_luma_into_out_is_a_copy_of_the_same_values(fourcc, bpl):
+    buf = np.random.default_rng(5).integers(0, 256, (H, bpl), dtype=np.uint8)
+    f = FrameView(0, 0, fourcc, W, H, bpl, buf)
+    out = np.empty((H, W), np.uint8)
+    assert f.luma(out=out) is out
+    assert np.array_equal(out, f.luma())
+    kept = out.copy()
+    buf[:] = 0  # the capture buffer refilled: what went into out stays
+    assert np.array_equal(out, kept)
+    with pytest.raises(ValueError, match="out must be"):
+        f.luma(out=np.empty((H, W + 1), np.uint8))
 
 
 def test_luma_of_an_unknown_format_names_it():
