@@ -11,7 +11,10 @@ An overlay layer (use_overlay()): a second plane of the CRTC above the
 video's, in a format with alpha (ARGB8888, premultiplied as KMS blends
 it), placed as the video is; the modeset commit puts it on the CRTC with
 a buffer of the caller's (a blank one), and each flip may change its
-FB_ID in the same commit as the video's.
+FB_ID in the same commit as the video's. Where the plane has the
+properties, the modeset also puts it above the video's (zpos) and asks
+for premultiplied blending ("pixel blend mode"); an immutable zpos below
+the video's is refused.
 """
 import errno
 from dataclasses import dataclass
@@ -59,6 +62,7 @@ class KmsOutput:
         self._req: AtomicRequest | None = None
         self.overlay_plane_id = 0    # the overlay layer's plane (0: none)
         self.overlay_fb = None       # what it shows from the modeset on (the caller's blank buffer)
+        self._overlay_props: list[tuple[str, int]] = []   # zpos, blend mode: set by the modeset
 
     # -------------------------------------------------------------- choose
     @property
@@ -128,7 +132,28 @@ class KmsOutput:
                               f"{', '.join(seen)}")
         self.overlay_plane_id = min(free)[1]
         self.overlay_fb = blank_fb
+        self._overlay_props = self._overlay_settings(self.overlay_plane_id)
         return self.overlay_plane_id
+
+    def _overlay_settings(self, plane: int) -> list[tuple[str, int]]:
+        """What the modeset sets on the overlay plane: above the video's,
+        premultiplied, where the card lets it be set."""
+        props = self.card.properties(plane, lib.DRM_MODE_OBJECT_PLANE)
+        video = self.card.properties(self.plane_id, lib.DRM_MODE_OBJECT_PLANE)
+        settings = []
+        zpos = props.get("zpos")
+        if zpos is not None and "zpos" in video:
+            below = video["zpos"].value
+            if zpos.flags & lib.DRM_MODE_PROP_IMMUTABLE:
+                if zpos.value <= below:
+                    raise DeviceError(f"{self.card.path}: plane {plane}'s fixed zpos {zpos.value} puts it below the "
+                                      f"video's plane {self.plane_id} (zpos {below}): no overlay")
+            elif zpos.value <= below:
+                settings.append(("zpos", below + 1))
+        blend = props.get("pixel blend mode")
+        if blend is not None and not blend.flags & lib.DRM_MODE_PROP_IMMUTABLE and "Pre-multiplied" in blend.enums:
+            settings.append(("pixel blend mode", blend.enums["Pre-multiplied"]))
+        return settings
 
     def _pick_mode(self, size):
         modes = self.connector.modes
@@ -189,6 +214,8 @@ class KmsOutput:
         for plane in (self.plane_id, self.overlay_plane_id):
             for name in PLANE_PROPS if plane else ():
                 saved.append((plane, name, self.card.prop_value(plane, name)))
+        for name, _ in self._overlay_props:
+            saved.append((self.overlay_plane_id, name, self.card.prop_value(self.overlay_plane_id, name)))
         if self.writeback:
             saved.append((self.writeback.id, "CRTC_ID", self.card.prop_value(self.writeback.id, "CRTC_ID")))
         self._saved = saved
@@ -236,6 +263,8 @@ class KmsOutput:
                                 ("SRC_H", sh << 16), ("CRTC_X", dx), ("CRTC_Y", dy), ("CRTC_W", dw),
                                 ("CRTC_H", dh)):
                     req.add(plane, name, v)
+            for name, v in self._overlay_props:
+                req.add(self.overlay_plane_id, name, v)
         if in_fence is not None:
             req.add(self.plane_id, "IN_FENCE_FD", in_fence.fileno())
         req.add_out_fence(self.crtc_id, "OUT_FENCE_PTR")
