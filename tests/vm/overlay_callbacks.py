@@ -32,3 +32,9 @@ def raises(frame) -> Drawing:
     if frame.sequence >= 2:
         raise ValueError("no model loaded")
     return Drawing()
+
+
+def slow(frame) -> Drawing:
+    """Far slower than the camera: the video must not wait for it beyond its policy."""
+    time.sleep(0.3)
+    return Drawing().text(8, 8, f"frame {frame.sequence}")

@@ -100,3 +100,16 @@ def test_a_callback_that_raises_ends_the_run_with_one_line(sits, no_leaks, vivid
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "overlay callback" in lines[0] and "ValueError: no model loaded" in lines[0], lines
         assert display_state(obs) == before
+
+
+@pytest.mark.parametrize("policy", ["sync", "latest"])
+def test_a_callback_slower_than_the_camera_holds_back_its_drawings_not_the_video(sits, no_leaks, vivid_path,
+                                                                                 vkms_path, policy):
+    r = capture(sits, vivid_path, vkms_path, "--fps", "30", "--duration", "6", "--buffers", "6",
+                "--overlay", "tests.vm.overlay_callbacks:slow", "--overlay-policy", policy,
+                "--overlay-budget-ms", "20")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    ov = s["overlay"]
+    # at most one drawing in 0.3 s, yet the frames go on at the camera's pace
+    assert ov["drawings"] <= 6 / 0.3 + 1 and s["frames_displayed"] >= 3 * max(1, ov["drawings"]), (s["frames_displayed"], ov)
