@@ -93,8 +93,11 @@ class FrameBatch:
     is done (and so has finished reading the frames)."""
 
     def __init__(self, tensor, stream, event, sequences, timestamps_ns, import_path: str, zero_copy: bool,
-                 sources=None):
+                 sources=None, plan=None):
         self.tensor = tensor
+        #: the conversion's Plan (crop, letterbox): sits.overlay.map_from_tensor
+        #: takes a model's boxes in this tensor back to frame pixels through it
+        self.plan = plan
         self.stream = stream
         self.event = event
         self.sequences = np.asarray(sequences, dtype=np.int64)
@@ -413,7 +416,7 @@ class FrameConverter:
         self.launches += 1
         seqs = [getattr(f, "sequence", -1) for f in frames]
         stamps = [getattr(f, "timestamp_ns", -1) for f in frames]
-        return FrameBatch(out, self.stream, event, seqs, stamps, path, zero_copy)
+        return FrameBatch(out, self.stream, event, seqs, stamps, path, zero_copy, plan=self.plan)
 
 
 class FixedConversion:

@@ -8,5 +8,6 @@ from sits.overlay.drawing import Box, Drawing, Mask, Polyline, Text
 from sits.overlay.frame_view import FrameView
 from sits.overlay.mapping import map_from_tensor
 from sits.overlay.render import render
+from sits.overlay.results import Results
 
-__all__ = ["Box", "Drawing", "FrameView", "Mask", "Polyline", "Text", "map_from_tensor", "render"]
+__all__ = ["Box", "Drawing", "FrameView", "Mask", "Polyline", "Text", "map_from_tensor", "render", "Results"]

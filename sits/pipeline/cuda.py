@@ -538,7 +538,7 @@ class CudaConsumer(Consumer):
             on_gpu.graph.launch(stream)
             on_gpu.event.record(stream)
             batch = self._batch_type(on_gpu.tensor, stream, on_gpu.event, (frame.sequence,), (frame.timestamp_ns,),
-                                     self.import_path, True, sources=(frame.source,))
+                                     self.import_path, True, sources=(frame.source,), plan=self.plan)
             start, end = (on_gpu.start, on_gpu.event) if timed else (None, None)
         else:
             start = end = None
