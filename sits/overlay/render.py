@@ -81,16 +81,18 @@ def blank(buf, width: int, height: int, stride: int) -> None:
         _clear(cairo, cairo.Context(surface))
 
 
-def render(drawing: Drawing, buf, width: int, height: int, stride: int) -> None:
-    """Clears `buf` to transparent, then draws every shape of `drawing` into
-    it in order, as premultiplied ARGB8888 (`stride` bytes a row). `buf` is
-    any writable, contiguous buffer of at least stride * height bytes: a
-    dumb buffer's mmap, a numpy array, a bytearray."""
+def render(drawing: Drawing, buf, width: int, height: int, stride: int, clear: bool = True) -> None:
+    """Clears `buf` to transparent (unless `clear` is False: over what the
+    GPU drew there, sits.cuda.overlay), then draws every shape of `drawing`
+    into it in order, as premultiplied ARGB8888 (`stride` bytes a row).
+    `buf` is any writable, contiguous buffer of at least stride * height
+    bytes: a dumb buffer's mmap, a numpy array, a bytearray."""
     if not isinstance(drawing, Drawing):
         raise TypeError(f"render draws a Drawing, not {type(drawing).__name__}")
     with _surface(buf, width, height, stride) as (cairo, surface):
         ctx = cairo.Context(surface)
-        _clear(cairo, ctx)
+        if clear:
+            _clear(cairo, ctx)
         for shape in drawing:
             if isinstance(shape, Box):
                 _box(cairo, ctx, shape, width, height)

@@ -218,3 +218,12 @@ def test_mask_shape_is_premultiplied_like_a_box():
     via_fill = draw(Drawing().add(Box(4, 4, 12, 12, color=color, width=0, fill_alpha=128)))
     assert np.abs(via_mask.astype(int) - via_fill.astype(int)).max() <= 1
     assert isinstance(Mask(np.zeros((1, 1), np.uint8)), Mask)
+
+
+def test_render_without_clear_draws_over_what_is_there():
+    buf = np.zeros((20, 20 * 4), np.uint8)
+    render(Drawing().box(0, 0, 10, 10, color=(255, 0, 0, 255), width=0, fill_alpha=255), buf, 20, 20, 80)
+    render(Drawing().box(10, 10, 20, 20, color=(0, 0, 255, 255), width=0, fill_alpha=255), buf, 20, 20, 80,
+           clear=False)
+    px = buf.reshape(20, 20, 4)
+    assert (px[5, 5] == [0, 0, 255, 255]).all() and (px[15, 15] == [255, 0, 0, 255]).all()
