@@ -71,6 +71,7 @@ class GpuDrawing:
             raise ValueError(f"a pitch of {pitch} bytes is less than {width} ARGB8888 pixels")
         self.width, self.height, self.pitch = width, height, pitch
         self.kernel = _kernel()
+        self._keep = self._stream = None
 
     def draw(self, drawing: Drawing, address: int, stream=None) -> Drawing:
         """Enqueue on `stream` (default: the current one) the image of
@@ -85,6 +86,12 @@ class GpuDrawing:
             grid = ((self.width + BLOCK[0] - 1) // BLOCK[0], (self.height + BLOCK[1] - 1) // BLOCK[1], 1)
             self.kernel(grid, BLOCK, (np.uint64(address), np.int32(self.width), np.int32(self.height),
                                       np.int32(self.pitch), shapes, np.int32(len(table)), device_masks))
-        # the uploads live until the kernel has read them
-        self._keep = (shapes, device_masks)
+        # the uploads live until the kernel has read them (wait())
+        self._keep, self._stream = (shapes, device_masks), stream
         return rest
+
+    def wait(self) -> None:
+        """The last draw() is done: its image is in memory."""
+        if self._stream is not None:
+            self._stream.synchronize()
+        self._keep = self._stream = None

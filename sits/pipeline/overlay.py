@@ -6,8 +6,11 @@ The callback runs on the drawing stage's worker thread (a Stage with a
 Python work, python_work.py), never on the loop's: it is given each frame
 (sits.overlay.FrameView over the capture buffer, which the stage holds
 while it draws) and returns a sits.overlay.Drawing, which is rendered with
-cairo into one of the layer's ARGB8888 dumb buffers (premultiplied, as KMS
-blends a plane). The made drawing carries its frame's identity; the
+cairo into one of the layer's ARGB8888 buffers (premultiplied, as KMS
+blends a plane); with `--overlay-render gpu` CUDA draws the boxes and
+masks into memfd buffers the display scans out through udmabuf and the
+GPU maps (overlay_buffers.py), and cairo the text on top. The made
+drawing carries its frame's identity; the
 display's C half (sinks/kms.c) pairs drawings with frames by the policy:
 `sync`, each frame waits for its own drawing up to the budget; `latest`,
 the newest drawing goes with the newest frame. The video stays zero-copy.
@@ -27,12 +30,13 @@ import time
 from sits._kernel import ffi, lib
 from sits.errors import UsageError
 from sits.options import FLAG, FLOAT, STR, Option
-from sits.pipeline import python_work
+from sits.pipeline import overlay_buffers, python_work
+from sits.pipeline.overlay_buffers import FORMAT
 from sits.pipeline.stage import Stage
 from sits.pipeline.stats import percentiles
 
 POLICIES = {"sync": lib.SITS_OVERLAY_SYNC, "latest": lib.SITS_OVERLAY_LATEST}
-FORMAT = "AR24"        # DRM_FORMAT_ARGB8888: cairo's ARGB32 on a little-endian machine
+RENDERERS = ("cpu", "gpu")
 KEPT_TIMES = 4096      # the callback's and the drawing's times kept for the summary's percentiles
 
 
@@ -69,6 +73,9 @@ OPTIONS = (
            "drawing with the newest frame.", choices=tuple(POLICIES)),
     Option(("--overlay-budget-ms",), "overlay_budget_ms", FLOAT, 50.0,
            "sync: how long a frame waits for its drawing before it is shown with the last one.", min=0),
+    Option(("--overlay-render",), "overlay_render", STR, "cpu",
+           "cpu: cairo draws into the display's buffers; gpu: CUDA draws boxes and masks into memfd buffers "
+           "the display scans out (udmabuf) and the GPU maps, cairo the text on top.", choices=RENDERERS),
 )
 
 
@@ -100,7 +107,7 @@ def from_options(opts) -> "Overlay | None":
     else:
         draw = opts.overlay
         name = f"{getattr(draw, '__module__', '?')}:{getattr(draw, '__qualname__', repr(draw))}"
-    return Overlay(draw, name, opts.overlay_policy, opts.overlay_budget_ms, opts.buffers)
+    return Overlay(draw, name, opts.overlay_policy, opts.overlay_budget_ms, opts.buffers, opts.overlay_render)
 
 
 class DrawWork:
@@ -108,15 +115,18 @@ class DrawWork:
     one of the layer's buffers. A callback that raises ends the run (the
     loop reads `failed_fd`)."""
 
-    def __init__(self, draw, name: str, queue, fmt, width: int, height: int, pitch: int):
+    def __init__(self, draw, name: str, queue, fmt, width: int, height: int, pitch: int, gpu=None):
+        """`gpu`: a sits.cuda.overlay.GpuDrawing that draws boxes and masks
+        (at `device_pointers`, the GPU's addresses of the buffers by the
+        queue's numbering), or None: cairo draws everything."""
         self.draw, self.name, self.queue, self.format = draw, name, queue, fmt
+        self.gpu, self.device_pointers = gpu, {}
         self.width, self.height, self.pitch = width, height, pitch
         self.inputs: dict[int, object] = {}
         self.failed_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self.failure: str | None = None
         self.callback_ms: list[float] = []
         self.draw_ms: list[float] = []
-        self.boxes = 0
 
     def why(self) -> str:
         return self.failure or "none"
@@ -131,8 +141,15 @@ class DrawWork:
         try:
             drawing = self.draw(view)
             t1 = time.perf_counter_ns()
-            render(drawing if drawing is not None else Drawing(), ffi.buffer(S.out_ptr[out], S.out_bytes),
-                   self.width, self.height, self.pitch)
+            drawing = drawing if drawing is not None else Drawing()
+            clear = True
+            if self.gpu is not None:
+                drawing = self.gpu.draw(drawing, self.device_pointers[out])
+                self.gpu.wait()
+                clear = False
+            if clear or len(drawing):
+                render(drawing, ffi.buffer(S.out_ptr[out], S.out_bytes), self.width, self.height, self.pitch,
+                       clear=clear)
         except BaseException as exc:  # noqa: BLE001 - the run ends with its one line
             self.failure = f"the overlay callback {self.name} raised {type(exc).__name__}: {exc}"
             os.eventfd_write(self.failed_fd, 1)
@@ -141,7 +158,6 @@ class DrawWork:
         if len(self.callback_ms) < KEPT_TIMES:
             self.callback_ms.append((t1 - t0) / 1e6)
             self.draw_ms.append((t2 - t1) / 1e6)
-        self.boxes += len(drawing) if drawing is not None else 0
         return 0
 
     def close(self) -> None:
@@ -156,13 +172,18 @@ class Overlay:
 
     name = "overlay"
 
-    def __init__(self, draw, name: str, policy: str = "sync", budget_ms: float = 50.0, buffers: int = 4):
+    def __init__(self, draw, name: str, policy: str = "sync", budget_ms: float = 50.0, buffers: int = 4,
+                 render: str = "cpu"):
         if policy not in POLICIES:
             raise UsageError(f"--overlay-policy must be {' or '.join(POLICIES)}, not {policy!r}")
+        if render not in RENDERERS:
+            raise UsageError(f"--overlay-render must be {' or '.join(RENDERERS)}, not {render!r}")
         self.draw, self.callback, self.policy, self.budget_ms = draw, name, policy, budget_ms
+        self.render = render
+        self.gpu = None
         #: frames that may wait for their drawing (sync): each holds a capture buffer
         self.waiting = max(1, min(lib.SITS_Q_PORT_DEPTH, buffers - 3)) if policy == "sync" else 1
-        self.dumbs: list = []
+        self.buffers: list = []
         self.blank = None
         self.stage = self.work = None
         self.sink = None
@@ -183,13 +204,18 @@ class Overlay:
         # cairo's first text loads the fonts (seconds in the test VM): here,
         # before streaming, not on the first frame
         render(Drawing().text(0, 0, "sits"), bytearray(64 * 4 * 32), 64, 32, 64 * 4)
-        # drawing + waiting + committed + on the plane; a new dumb buffer
-        # is zero-filled, which is transparent
+        # drawing + waiting + committed + on the plane; new buffers are
+        # zero-filled, which is transparent
         try:
             self.blank = DumbBuffer(card, width, height, FORMAT)
             out.use_overlay(FORMAT, self.blank.fb)
-            for _ in range(self.waiting + 3):
-                self.dumbs.append(DumbBuffer(card, width, height, FORMAT))
+            self.buffers = overlay_buffers.make(card, "gpu" if self.render == "gpu" else "dumb",
+                                                self.waiting + 3, width, height)
+            if self.render == "gpu":   # the kernel compiled, and the GPU there, before streaming
+                from sits.cuda.overlay import GpuDrawing
+                self.gpu = GpuDrawing(width, height, self.buffers[0].pitch)
+                self.gpu.draw(Drawing(), self.buffers[0].device_pointer)
+                self.gpu.wait()
         except BaseException:
             self.close()
             raise
@@ -202,17 +228,17 @@ class Overlay:
             self.work.inputs = inputs
             self.stage.set_inputs(inputs, dmabufs)
             return
-        d = self.dumbs[0]
-        self.work = DrawWork(self.draw, self.callback, queue, cap.format, d.width, d.height, d.pitch)
+        d = self.buffers[0]
+        self.work = DrawWork(self.draw, self.callback, queue, cap.format, d.width, d.height, d.pitch, self.gpu)
         self.work.inputs = inputs
         policy = "drop-oldest" if self.policy == "sync" else "latest"
         self.stage = Stage(queue, "overlay", python_work.WORK, python_work.handle(self.work), takes=queue.camera,
-                           inputs=inputs, dmabufs=dmabufs, outputs=[b.map() for b in self.dumbs],
+                           inputs=inputs, dmabufs=dmabufs, outputs=[b.map() for b in self.buffers],
                            out_bytes=d.pitch * d.height, policy=policy, depth=self.waiting)
         self.stage.work_object = self.work
         pipeline.watch_stage(self.stage)
         pipeline.watch(self.work.failed_fd, self._raise)
-        self.sink = queue.add_sink(lib.sits_kms_overlay_sink(), K, "drop-oldest", len(self.dumbs), half=self,
+        self.sink = queue.add_sink(lib.sits_kms_overlay_sink(), K, "drop-oldest", len(self.buffers), half=self,
                                    takes=self.stage.source)
         K.overlay_sink = self.sink
         K.overlay_plane_id = display.out.overlay_plane_id
@@ -221,8 +247,10 @@ class Overlay:
         K.overlay_budget_ns = int(self.budget_ms * 1e6)
         K.overlay_shown = lib.SITS_Q_NONE
         K.overlay_seq = -1
-        for index, dumb in zip(queue.buffers_of(self.stage.source), self.dumbs):
-            K.fb_id[index] = dumb.fb.id
+        for index, buf in zip(queue.buffers_of(self.stage.source), self.buffers):
+            K.fb_id[index] = buf.fb.id
+            if self.gpu is not None:
+                self.work.device_pointers[index] = buf.device_pointer
         K.overlay_on = 1
 
     def _raise(self) -> None:
@@ -231,15 +259,15 @@ class Overlay:
 
     def framebuffer(self, index: int):
         """The framebuffer of the layer's buffer `index` (the queue's numbering)."""
-        return self._dumb(index).fb
+        return self._buffer(index).fb
 
     def pixels(self, index: int):
         """The drawing in buffer `index` (the queue's numbering; NONE: the
         blank one), as a DumbBuffer to read."""
-        return self.blank if index == lib.SITS_Q_NONE else self._dumb(index)
+        return self.blank if index == lib.SITS_Q_NONE else self._buffer(index)
 
-    def _dumb(self, index: int):
-        return self.dumbs[self.stage.queue.buffers_of(self.stage.source).index(index)]
+    def _buffer(self, index: int):
+        return self.buffers[self.stage.queue.buffers_of(self.stage.source).index(index)]
 
     def report(self) -> dict:
         """The summary's `overlay` section."""
@@ -247,7 +275,7 @@ class Overlay:
         if K is None or w is None:
             return {"policy": self.policy}
         shown = K.with_own + K.with_older
-        return {"callback": self.callback, "policy": self.policy,
+        return {"callback": self.callback, "policy": self.policy, "render": self.render,
                 "budget_ms": self.budget_ms if self.policy == "sync" else None,
                 "frames_may_wait": self.waiting, "plane": K.overlay_plane_id,
                 "drawings": self.stage.counts()["frames"], "drawing_errors": self.stage.counts()["errors"],
@@ -262,6 +290,6 @@ class Overlay:
             self.stage.queue.release_all(self.sink)
         if self.work is not None:
             self.work.close()
-        for dumb in self.dumbs + ([self.blank] if self.blank else []):
-            dumb.close()
-        self.dumbs, self.blank = [], None
+        for buf in self.buffers + ([self.blank] if self.blank else []):
+            buf.close()
+        self.buffers, self.blank = [], None

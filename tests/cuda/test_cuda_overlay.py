@@ -131,3 +131,20 @@ def test_a_box_off_the_pixel_grid_takes_the_pixels_whose_centres_it_holds(gpu):
     rows, cols = np.nonzero(covered)
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (10, 19, 11, 19)
     assert (mine == numpy_drawing(drawing)).all()
+
+
+def test_it_draws_into_a_registered_memfd_as_the_overlay_planes_buffers_are(gpu):
+    from sits.cuda.hostmem import HostRegistry
+    from sits.dmabuf.udmabuf import MemFd
+    memfd = MemFd.create(H * PITCH, "sits-overlay-test")
+    registry = HostRegistry()
+    try:
+        memfd.map()[:] = b"\x55" * (H * PITCH)
+        drawing = shapes()
+        gpu.draw(drawing, registry.register(memfd).device_pointer)
+        gpu.wait()
+        img = np.frombuffer(memfd.map(), np.uint8).reshape(H, PITCH)[:, :W * 4].reshape(H, W, 4).copy()
+    finally:
+        registry.unregister(memfd)
+        memfd.close()
+    assert np.abs(img.astype(int) - numpy_drawing(drawing)).max() <= 1

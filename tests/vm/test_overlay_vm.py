@@ -113,3 +113,15 @@ def test_a_callback_slower_than_the_camera_holds_back_its_drawings_not_the_video
     ov = s["overlay"]
     # one drawing in 0.3 s, yet the frames go on at the camera's pace (30 fps: nine a drawing)
     assert s["frames_displayed"] >= 3 * max(1, ov["drawings"]), (s["frames_displayed"], ov)
+
+
+def test_gpu_drawing_without_a_gpu_is_one_line_before_streaming(sits, no_leaks, vivid_path, vkms_path):
+    # the VM has no GPU: the overlay's udmabuf buffers are made and imported,
+    # then registering them with CUDA fails, and all of it is undone
+    with observer(vkms_path) as obs:
+        before = display_state(obs)
+        r = capture(sits, vivid_path, vkms_path, "--frames", "30", "--overlay-demo", "--overlay-render", "gpu")
+        assert r.returncode == 1, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and ("CUDA" in lines[0] or "cupy" in lines[0].lower()), lines
+        assert display_state(obs) == before
