@@ -135,12 +135,15 @@ class DrawWork:
         from sits.overlay import Drawing, FrameView, render
         f = self.queue.c_queue.frames[index]
         fmt = self.format
-        view = FrameView(f.sequence, f.timestamp_ns, fmt.fourcc, fmt.width, fmt.height, fmt.bytesperline,
-                         self.inputs[index])
-        t0 = time.perf_counter_ns()
+        doing = f"the overlay's view of frame {f.sequence}"
         try:
+            view = FrameView(f.sequence, f.timestamp_ns, fmt.fourcc, fmt.width, fmt.height, fmt.bytesperline,
+                             self.inputs[index])
+            doing = f"the overlay callback {self.name}"
+            t0 = time.perf_counter_ns()
             drawing = self.draw(view)
             t1 = time.perf_counter_ns()
+            doing = f"the overlay's drawing of frame {f.sequence}"
             drawing = drawing if drawing is not None else Drawing()
             clear = True
             if self.gpu is not None:
@@ -151,7 +154,7 @@ class DrawWork:
                 render(drawing, ffi.buffer(S.out_ptr[out], S.out_bytes), self.width, self.height, self.pitch,
                        clear=clear)
         except BaseException as exc:  # noqa: BLE001 - the run ends with its one line
-            self.failure = f"the overlay callback {self.name} raised {type(exc).__name__}: {exc}"
+            self.failure = f"{doing} raised {type(exc).__name__}: {exc}"
             os.eventfd_write(self.failed_fd, 1)
             return errno.ECANCELED
         t2 = time.perf_counter_ns()
@@ -221,18 +224,22 @@ class Overlay:
             raise
 
     def attach(self, queue, cap, display, pipeline) -> None:
-        """Draw `cap`'s frames for `display` (its C half's struct K) from now on."""
+        """Draw the frames `display` (its C half's struct K) shows from now
+        on: `cap`'s, or those its conversion stage makes of them (an MJPEG
+        or raw camera's frames, which the callback sees as the display's
+        XRGB8888)."""
         K = self.K = display.K
-        inputs, dmabufs = display.inputs(cap)
+        takes, fmt, inputs, dmabufs = self._frames(queue, cap, display)
         if self.stage is not None:     # a camera come back
             self.work.inputs = inputs
             self.stage.set_inputs(inputs, dmabufs)
             return
         d = self.buffers[0]
-        self.work = DrawWork(self.draw, self.callback, queue, cap.format, d.width, d.height, d.pitch, self.gpu)
+        self.work = DrawWork(self.draw, self.callback, queue, fmt, d.width, d.height, d.pitch, self.gpu)
         self.work.inputs = inputs
-        policy = "drop-oldest" if self.policy == "sync" else "latest"
-        self.stage = Stage(queue, "overlay", python_work.WORK, python_work.handle(self.work), takes=queue.camera,
+        # sync: the same frames wait here as in the display's port (the newest dropped)
+        policy = "drop-newest" if self.policy == "sync" else "latest"
+        self.stage = Stage(queue, "overlay", python_work.WORK, python_work.handle(self.work), takes=takes,
                            inputs=inputs, dmabufs=dmabufs, outputs=[b.map() for b in self.buffers],
                            out_bytes=d.pitch * d.height, policy=policy, depth=self.waiting)
         self.stage.work_object = self.work
@@ -252,6 +259,18 @@ class Overlay:
             if self.gpu is not None:
                 self.work.device_pointers[index] = buf.device_pointer
         K.overlay_on = 1
+
+    @staticmethod
+    def _frames(queue, cap, display) -> tuple:
+        """The source whose frames the display shows, their format and
+        buffers' bytes (and dma-bufs) by the queue's numbering."""
+        if display.stage is None:
+            return (queue.camera, cap.format) + display.inputs(cap)
+        import types
+        d = display.dumbs[0]
+        fmt = types.SimpleNamespace(fourcc="XR24", width=d.width, height=d.height, bytesperline=d.pitch)
+        maps = dict(zip(queue.buffers_of(display.stage.source), (b.map() for b in display.dumbs)))
+        return display.stage.source, fmt, maps, {}
 
     def _raise(self) -> None:
         from sits.pipeline.pipeline import ConsumerError

@@ -125,3 +125,23 @@ def test_gpu_drawing_without_a_gpu_is_one_line_before_streaming(sits, no_leaks, 
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and ("CUDA" in lines[0] or "cupy" in lines[0].lower()), lines
         assert display_state(obs) == before
+
+
+def test_an_mjpeg_cameras_frames_are_drawn_as_the_display_shows_them(sits, no_leaks, vkms_path):
+    # the callback sees the decode stage's XRGB8888 frames (the demo reads
+    # their brightness), and each goes on screen with its drawing
+    from tests.vm import loopback
+    path = loopback.load()
+    feeder = loopback.Feeder((320, 240), loopback.frames((320, 240), 1), 30.0)
+    try:
+        r = sits("capture", "--device", path, "--format", "MJPG", "--size", "320x240", "--to-kms", "--card",
+                 vkms_path, "--json", "--frames", "40", "--buffers", "6", "--overlay-demo", "--overlay-budget-ms",
+                 "5000", "--verify", "--verify-every", "3")
+    finally:
+        feeder.close()
+        loopback.unload()
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    ov = s["overlay"]
+    assert s["stages"]["decode"]["frames"] > 0 and ov["drawing_errors"] == 0 and ov["shown_with_own"] >= 1, ov
+    assert s["verify"]["checked"] >= 1 and s["verify"]["mismatched"] == 0, s["verify"]
