@@ -1,13 +1,13 @@
 """What this machine can do for sits: one probe per kernel interface.
 
 `collect()` returns a JSON-ready dict with the top-level keys kernel, bpf,
-v4l2, drm, dmabuf, cuda, decode. Every item has `ok` and, when not ok, a one-line
+v4l2, drm, dmabuf, cuda, decode, overlay. Every item has `ok` and, when not ok, a one-line
 `hint`. Probing never raises: a failure is an item that is not ok.
 """
 import os
 import platform
 
-KEYS = ("kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode")
+KEYS = ("kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode", "overlay")
 
 
 def _item(ok: bool, hint: str | None = None, **detail) -> dict:
@@ -232,11 +232,36 @@ def decode(gpu: bool) -> dict:
     return out
 
 
+def overlay(cards: list, gpu: bool, udmabuf: bool) -> dict:
+    """What the display's overlay layer (--overlay) has here: cairo to draw
+    with, a plane with alpha beside the video's on a card (`cards`:
+    drm()'s), and the GPU's drawing (a CUDA GPU where `gpu`, and udmabuf for
+    buffers both the display and the GPU reach)."""
+    from sits.pipeline.overlay_buffers import FORMAT
+    out = {}
+    try:
+        import cairocffi
+        out["cairo"] = _item(True, library=f"cairo {cairocffi.cairo_version_string()} (cairocffi {cairocffi.VERSION})")
+    except (ImportError, OSError) as exc:   # OSError: cairocffi found no libcairo
+        out["cairo"] = _item(False, "pip install 'sits[overlay]' and the system's libcairo2 (--overlay draws with it)",
+                             error=_err(exc).splitlines()[0])
+    planes = [f"{c['path']} plane {p['id']} ({p['type']})" for c in cards if c.get("atomic")
+              for p in c.get("planes", []) if p["type"] == "overlay" and FORMAT in p["formats"]]
+    out["plane_with_alpha"] = _item(bool(planes), f"no overlay plane with {FORMAT} on any card: --overlay needs "
+                                    "one above the video's", planes=planes)
+    why = None if gpu and udmabuf else ("no CUDA GPU (see cuda)" if not gpu else "no udmabuf (see dmabuf)")
+    out["gpu_draw"] = _item(why is None, why)
+    return out
+
+
 def collect() -> dict:
     result = {}
     for key, fn in (("kernel", kernel), ("bpf", bpf), ("v4l2", v4l2), ("drm", drm),
                     ("dmabuf", dmabuf), ("cuda", cuda),
-                    ("decode", lambda: decode(bool(result.get("cuda", {}).get("available"))))):
+                    ("decode", lambda: decode(bool(result.get("cuda", {}).get("available")))),
+                    ("overlay", lambda: overlay(result.get("drm", {}).get("cards", []),
+                                                bool(result.get("cuda", {}).get("available")),
+                                                bool(result.get("dmabuf", {}).get("udmabuf", {}).get("ok"))))):
         try:
             result[key] = fn()
         except Exception as exc:  # noqa: BLE001 - doctor reports, never crashes

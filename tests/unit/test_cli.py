@@ -14,9 +14,9 @@ def test_unknown_option_is_a_usage_error():
 def test_doctor_json_has_the_documented_keys(capsys):
     assert main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert list(data) == ["kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode"]
+    assert list(data) == ["kernel", "bpf", "v4l2", "drm", "dmabuf", "cuda", "decode", "overlay"]
     assert data["kernel"]["release"]
-    for area in ("kernel", "dmabuf", "decode"):
+    for area in ("kernel", "dmabuf", "decode", "overlay"):
         for item in data[area].values():
             if isinstance(item, dict) and "ok" in item and not item["ok"]:
                 assert item.get("hint"), item
@@ -32,6 +32,17 @@ def test_doctor_lists_the_decode_paths(capsys):
     assert dec["bayer_cpu"]["ok"] and "OpenCV" in dec["bayer_cpu"]["library"]
     if not data["cuda"].get("available"):
         assert not dec["jpeg_gpu"]["ok"] and dec["jpeg_gpu"]["hint"] == "no CUDA GPU (see cuda)"
+
+
+def test_doctor_says_what_the_overlay_has(capsys):
+    # cairo installed (the bootstrap's); no display or GPU on this machine
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ov = data["overlay"]
+    assert ov["cairo"]["ok"] and ov["cairo"]["library"].startswith("cairo 1.")
+    assert not ov["plane_with_alpha"]["ok"] and ov["plane_with_alpha"]["planes"] == []
+    if not data["cuda"].get("available"):
+        assert not ov["gpu_draw"]["ok"] and ov["gpu_draw"]["hint"] == "no CUDA GPU (see cuda)"
 
 
 def test_snapshot_path_is_checked_before_any_device(capsys):

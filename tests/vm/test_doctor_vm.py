@@ -35,3 +35,6 @@ def test_doctor_sees_vivid_vkms_udmabuf_and_the_system_heap():
         assert not data["dmabuf"]["heaps"]["ok"] and data["dmabuf"]["heaps"]["names"] == []
     assert data["dmabuf"]["udmabuf"]["ok"]
     assert data["dmabuf"]["sync_file_export"]["ok"]
+    overlay = [p for p in card["planes"] if p["type"] == "overlay"][0]
+    assert data["overlay"]["plane_with_alpha"]["ok"]
+    assert data["overlay"]["plane_with_alpha"]["planes"] == [f"{card['path']} plane {overlay['id']} (overlay)"]
