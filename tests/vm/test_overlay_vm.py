@@ -39,7 +39,8 @@ def capture(sits, path, vkms_path, *extra):
 def test_a_frame_is_shown_with_its_own_drawing_in_one_commit(sits, no_leaks, noisy_vivid, vkms_path, tmp_path):
     snap = tmp_path / "shown.png"
     r = capture(sits, noisy_vivid, vkms_path, "--control", "Test Pattern=Noise", "--control", "OSD Text Mode=None",
-                "--buffers", "6", "--fps", "30", "--frames", "40", "--overlay", "tests.vm.overlay_callbacks:repeat_probe",
+                "--buffers", "6", "--fps", "30", "--frames", "40",
+                "--overlay", "tests.vm.overlay_callbacks:repeat_probe",
                 "--overlay-policy", "sync", "--overlay-budget-ms", "5000", "--verify", "--verify-every", "4",
                 "--snapshot", str(snap))
     assert r.returncode == 0, r.stderr
