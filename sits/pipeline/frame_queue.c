@@ -292,15 +292,21 @@ int sits_queue_add_source(struct sits_queue *L, int32_t nbufs, int32_t counted)
 
 /* -------------------------------------------------------------- ports */
 
+int32_t sits_port_remove(struct sits_sink *s, int32_t at)
+{
+	int32_t index = s->port[at];
+	memmove(s->port + at, s->port + at + 1, (size_t)(s->port_n - at - 1) * sizeof s->port[0]);
+	s->port_n--;
+	return index;
+}
+
 int32_t sits_port_take(struct sits_queue *L, struct sits_sink *s)
 {
 	(void)L;
 	if (!s->port_n)
 		return SITS_Q_NONE;
-	int32_t index = s->port[0];
-	memmove(s->port, s->port + 1, (size_t)--s->port_n * sizeof s->port[0]);
 	s->taken++;
-	return index;
+	return sits_port_remove(s, 0);
 }
 
 /* Every frame waiting in `s`'s port is dropped. */
@@ -327,9 +333,7 @@ static int port_offer(struct sits_queue *L, struct sits_sink *s, int32_t index)
 		if (s->policy == SITS_POLICY_DROP_NEWEST)
 			return sits_drop(L, s, index);
 		/* drop-oldest; block never gets here (the source waits first) */
-		int32_t oldest = s->port[0];
-		memmove(s->port, s->port + 1, (size_t)--s->port_n * sizeof s->port[0]);
-		int r = sits_drop(L, s, oldest);
+		int r = sits_drop(L, s, sits_port_remove(s, 0));
 		if (r)
 			return r;
 	}

@@ -225,6 +225,8 @@ void sits_q_hist_add(struct sits_q_hist *h, int64_t ns);
 
 /* the sinks' C halves' calls */
 int32_t sits_port_take(struct sits_queue *L, struct sits_sink *s);
+/* the frame at port position `at` leaves the port, neither taken nor dropped */
+int32_t sits_port_remove(struct sits_sink *s, int32_t at);
 int sits_port_drop(struct sits_queue *L, struct sits_sink *s);
 int sits_let_go(struct sits_queue *L, struct sits_sink *s, int32_t index);
 int sits_drop(struct sits_queue *L, struct sits_sink *s, int32_t index);

@@ -159,15 +159,6 @@ static int32_t newest_drawing(struct sits_queue *L, struct sits_sink *o, int64_t
 	return best;
 }
 
-/* Port entry `a` leaves the port (neither taken nor dropped yet). */
-static int32_t port_remove(struct sits_sink *s, int32_t a)
-{
-	int32_t index = s->port[a];
-	memmove(s->port + a, s->port + a + 1, (size_t)(s->port_n - a - 1) * sizeof s->port[0]);
-	s->port_n--;
-	return index;
-}
-
 /* What sits_kms_choose() says, and 0 or SITS_Q_ERROR: sync drops a frame
  * whose budget has passed while a newer one's drawing is ready, and sets
  * the display's deadline while the oldest frame may still wait. */
@@ -204,7 +195,7 @@ static int choose(struct sits_queue *L, struct sits_kms *D, int32_t *index, int3
 			return 0;
 		}
 		D->dropped_waiting++;
-		int r = sits_drop(L, s, port_remove(s, 0));
+		int r = sits_drop(L, s, sits_port_remove(s, 0));
 		if (r)
 			return r;
 	}
@@ -224,6 +215,7 @@ int32_t sits_kms_choose(struct sits_queue *L, struct sits_kms *D, int32_t *overl
 static int overlay_committed(struct sits_queue *L, struct sits_kms *D, int32_t index, int32_t overlay)
 {
 	struct sits_sink *o = overlay_port(L, D);
+	D->pending.overlay = overlay;
 	if (!o)
 		return 0;
 	uint32_t q = seq_of(L, index);
@@ -248,7 +240,7 @@ static int overlay_committed(struct sits_queue *L, struct sits_kms *D, int32_t i
 			a++;
 			continue;
 		}
-		port_remove(o, a);
+		sits_port_remove(o, a);
 		if (d == overlay) {
 			o->taken++;
 			continue;
@@ -310,7 +302,6 @@ void sits_kms_committed(struct sits_queue *L, struct sits_kms *D, int32_t showin
 	struct sits_sink *s = sink(L, D);
 	int32_t index = sits_port_take(L, s);
 	shown(L, D, index, showing, fence, started_ns);
-	D->pending.overlay = overlay;
 	overlay_committed(L, D, index, overlay);
 }
 
@@ -340,7 +331,6 @@ static int commit(struct sits_queue *L, struct sits_kms *D, int32_t index, int32
 		return sits_queue_fail(L, SITS_OP_ATOMIC, index);  /* the frame keeps waiting */
 	sits_port_take(L, sink(L, D));
 	shown(L, D, index, index, -1, started);
-	D->pending.overlay = overlay;
 	D->c_commits++;
 	return overlay_committed(L, D, index, overlay);
 }
@@ -456,12 +446,13 @@ int sits_kms_flip_events(struct sits_queue *L, struct sits_kms *D)
 	return sits_kms_try_commit(L, D);
 }
 
-/* A frame came to the port: the last flip's event first, read now unless
- * the DRM fd is watched (it commits), else a commit if one can be made. */
+/* A frame (or, to the overlay port, a drawing) came: the last flip's event
+ * first, read now unless the DRM fd is watched (it commits), else a commit
+ * if one can be made. */
 static int kms_pump(struct sits_queue *L, struct sits_sink *s)
 {
 	struct sits_kms *D = s->state;
-	if (D->pending.index != SITS_Q_NONE && !s->fd_watched)
+	if (D->pending.index != SITS_Q_NONE && !sink(L, D)->fd_watched)
 		return sits_kms_flip_events(L, D);
 	return sits_kms_try_commit(L, D);
 }
@@ -507,15 +498,6 @@ const struct sits_sink_ops *sits_kms_sink(void)
 	return &ops;
 }
 
-/* A drawing came: the frame waiting for it may be committed now. */
-static int overlay_pump(struct sits_queue *L, struct sits_sink *s)
-{
-	struct sits_kms *D = s->state;
-	if (D->pending.index != SITS_Q_NONE && !sink(L, D)->fd_watched)
-		return sits_kms_flip_events(L, D);
-	return sits_kms_try_commit(L, D);
-}
-
 /* A drawing committed and not yet on the plane, or on the plane */
 static int overlay_reads(struct sits_queue *L, struct sits_sink *s, int32_t index)
 {
@@ -525,7 +507,7 @@ static int overlay_reads(struct sits_queue *L, struct sits_sink *s, int32_t inde
 }
 
 static const struct sits_sink_ops overlay_ops = {
-	.pump = overlay_pump,
+	.pump = kms_pump,
 	.reads = overlay_reads,
 };
 
