@@ -258,7 +258,7 @@ class KmsDisplay:
         # what the overlay plane shows with this frame: held until the check
         # (no commit replaces it while a writeback is pending)
         drawn = None
-        if self.overlay is not None:
+        if self.overlay is not None and wb_fb is not None:
             drawn = self.overlay.pixels(drawing if drawing != NONE else K.overlay_shown)
         try:
             fences = self.out.flip(fb, writeback_fb=wb_fb, overlay_fb=overlay_fb, user_data=K.tag + 1)

@@ -293,11 +293,11 @@ class Overlay:
         K, w = self.K, self.work
         if K is None or w is None:
             return {"policy": self.policy}
-        shown = K.with_own + K.with_older
+        shown, made = K.with_own + K.with_older, self.stage.counts()
         return {"callback": self.callback, "policy": self.policy, "render": self.render,
                 "budget_ms": self.budget_ms if self.policy == "sync" else None,
                 "frames_may_wait": self.waiting, "plane": K.overlay_plane_id,
-                "drawings": self.stage.counts()["frames"], "drawing_errors": self.stage.counts()["errors"],
+                "drawings": made["frames"], "drawing_errors": made["errors"],
                 "shown_with_own": K.with_own, "shown_with_older": K.with_older, "shown_with_none": K.with_none,
                 "dropped_waiting": K.dropped_waiting,
                 "age_frames_mean": round(K.age_sum / shown, 3) if shown else None, "age_frames_max": K.age_max,
