@@ -35,6 +35,7 @@ def test_doctor_sees_vivid_vkms_udmabuf_and_the_system_heap():
         assert not data["dmabuf"]["heaps"]["ok"] and data["dmabuf"]["heaps"]["names"] == []
     assert data["dmabuf"]["udmabuf"]["ok"]
     assert data["dmabuf"]["sync_file_export"]["ok"]
-    overlay = [p for p in card["planes"] if p["type"] == "overlay"][0]
-    assert data["overlay"]["plane_with_alpha"]["ok"]
-    assert data["overlay"]["plane_with_alpha"]["planes"] == [f"{card['path']} plane {overlay['id']} (overlay)"]
+    # vkms with enable_overlay=1: overlay planes with ARGB8888, each listed
+    overlays = [p["id"] for p in card["planes"] if p["type"] == "overlay" and "AR24" in p["formats"]]
+    assert overlays and data["overlay"]["plane_with_alpha"]["ok"]
+    assert data["overlay"]["plane_with_alpha"]["planes"] == [f"{card['path']} plane {i} (overlay)" for i in overlays]
